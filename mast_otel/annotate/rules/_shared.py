@@ -1,0 +1,71 @@
+"""Plumbing every rule detector shares: reading tool turns and building its one, bounded Finding."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from mast_otel.annotate.base import Evidence, Finding
+from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
+from mast_otel.taxonomy import mode
+
+from ._text import normalise_space
+
+# A loop of hundreds of identical calls must not turn into a row of hundreds of step indexes.
+MAX_EVIDENCE_STEPS = 32
+MAX_EXPLANATION_CHARS = 200
+
+# Turns in which an agent speaks (as opposed to acting through a tool or handing off).
+SPEAKING_KINDS = frozenset({TurnKind.AGENT_MESSAGE, TurnKind.REASONING})
+
+
+def tool_turns(conversation: Conversation) -> list[tuple[Turn, ToolCall]]:
+    """The run's tool-call turns with their calls, in order."""
+    return [(turn, turn.tool) for turn in conversation.turns if turn.tool is not None]
+
+
+def unique(turns: Iterable[Turn]) -> list[Turn]:
+    """Turns without repeats, first occurrence kept, order kept."""
+    seen: set[int] = set()
+    kept: list[Turn] = []
+    for turn in turns:
+        if turn.index not in seen:
+            seen.add(turn.index)
+            kept.append(turn)
+    return kept
+
+
+def steps(turns: Iterable[Turn], limit: int = 6) -> str:
+    """ "3, 7, 9" or "3, 7, 9, … (12 steps)" for an explanation."""
+    indexes = [str(turn.index) for turn in turns]
+    if len(indexes) <= limit:
+        return ", ".join(indexes)
+    return f"{', '.join(indexes[:limit])}, … ({len(indexes)} steps)"
+
+
+def make_finding(
+    code: str,
+    turns: Iterable[Turn],
+    *,
+    confidence: float,
+    explanation: str,
+    annotator: str,
+) -> Finding:
+    """A Finding whose evidence lists `turns` in order (the decisive one first), without repeats.
+
+    The acting agent is the decisive turn's; span ids skip turns that have none (imported logs).
+    """
+    ordered = unique(turns)[:MAX_EVIDENCE_STEPS]
+    line = normalise_space(explanation)
+    if len(line) > MAX_EXPLANATION_CHARS:
+        line = line[: MAX_EXPLANATION_CHARS - 1].rstrip() + "…"
+    return Finding(
+        mode=mode(code),
+        evidence=Evidence(
+            step_indexes=tuple(turn.index for turn in ordered),
+            span_ids=tuple(turn.span_id for turn in ordered if turn.span_id),
+            agent=ordered[0].agent if ordered else "",
+        ),
+        confidence=round(min(max(confidence, 0.0), 1.0), 2),
+        explanation=line,
+        annotator=annotator,
+    )

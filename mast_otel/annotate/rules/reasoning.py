@@ -1,0 +1,248 @@
+"""FM-2.6 reasoning-action mismatch: an agent says one thing and does another.
+
+Signal: a REASONING turn (or, weaker, an agent message) that mentions tools known in the run, each
+mention read for its polarity from the words just before it in its clause: intent ("I will call
+get_logs", "next: query metrics", "let me get the logs") or refusal ("we should NOT restart the
+pod", "instead of restarting"). Sentences stating a condition ("if get_logs fails, restart") count
+as neither. Tool names match as word sequences, so `query_metrics` matches "query the metrics";
+one-word names only count next to "call/use/run/invoke" or "tool", as they are often plain words.
+The agent's next tool calls (up to 3, before it speaks again or a user turn arrives) then
+contradict it when one of them is a tool it refused, or when it announced tools and the first of
+them is a tool its reasoning did not mention at all (mentioned ones pass, so that "I'll get the
+logs and the metrics" is not contradicted by calling the metrics first).
+
+Evidence: the contradicting call first, then the reasoning turn.
+
+Confidence: 0.8 for calling a refused tool, 0.6 for calling an unannounced one; 0.1 less when the
+intent came from a plain message rather than a reasoning turn.
+
+How strong a proxy: strong when the reasoning names tools, as ReAct-style agents do; blind to
+intents phrased without a tool's words ("I'll look at what the service logged") and to mismatches in
+arguments (right tool, wrong target). Plans revised silently between reasoning and action (parallel
+tool calls, framework retries) can look like mismatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from mast_otel.annotate.base import Finding
+from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
+
+from ._shared import SPEAKING_KINDS, make_finding
+from ._text import (
+    CLAUSE_BREAKS,
+    CONDITIONAL_WORDS,
+    INTENT_WORDS,
+    MAX_SCAN_CHARS,
+    NEGATING_PAIRS,
+    NEGATION_WORDS,
+    sentences,
+    stem,
+    words,
+)
+
+_LOOKBACK_WORDS = 6
+_MAX_GAP_WORDS = 2  # "query the metrics" still mentions query_metrics
+_CALLS_COMPARED = 3
+# Next to a one-word tool name, these make it a mention of the tool rather than a plain word.
+_TOOL_CONTEXT_BEFORE = frozenset({"call", "use", "run", "invoke", "execute"})
+_TOOL_CONTEXT_AFTER = frozenset({"tool", "function", "command"})
+
+
+class _Polarity(Enum):
+    INTENT = "intent"
+    REFUSAL = "refusal"
+    NEUTRAL = "neutral"
+
+
+@dataclass(frozen=True, slots=True)
+class _Stance:
+    """What a reasoning turn says about the run's tools."""
+
+    turn: Turn
+    announced: tuple[str, ...]
+    refused: frozenset[str]
+    mentioned: frozenset[str]
+
+
+@dataclass(slots=True)
+class _Pending:
+    stance: _Stance
+    calls: list[tuple[Turn, ToolCall]] = field(default_factory=list)
+
+
+class _ToolLexicon:
+    """Finds mentions of the run's tool names in text, as (stemmed) word sequences."""
+
+    def __init__(self, tool_names: set[str]) -> None:
+        self._by_first_word: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
+        first_words: set[str] = set()
+        for name in sorted(tool_names):
+            name_words = tuple(stem(word) for word in words(name))
+            if name_words:
+                first_words.add(name_words[0])
+                entry = (name, name_words)
+                # Keyed by the plain and the plural form, so that text words need no stemming to look up.
+                for form in {name_words[0], name_words[0] + "s"}:
+                    self._by_first_word.setdefault(form, []).append(entry)
+        self._first_words = tuple(sorted(first_words))
+
+    def __bool__(self) -> bool:
+        return bool(self._by_first_word)
+
+    def may_mention(self, text: str) -> bool:
+        """A cheap pre-test: does the text contain any tool's first word at all?"""
+        lowered = text[:MAX_SCAN_CHARS].lower()
+        return any(first in lowered for first in self._first_words)
+
+    def mentions(self, raw: list[str]) -> list[tuple[int, str]]:
+        """(position, tool name) for each tool mentioned in the words `raw`."""
+        found: list[tuple[int, str]] = []
+        stemmed: list[str] | None = None
+        for position, word in enumerate(raw):
+            candidates = self._by_first_word.get(word)
+            if not candidates:
+                continue
+            for name, name_words in candidates:
+                if len(name_words) == 1:
+                    if _framed_as_tool(raw, position):
+                        found.append((position, name))
+                    continue
+                if stemmed is None:
+                    stemmed = [stem(w) for w in raw]
+                if _follows(stemmed, position, name_words):
+                    found.append((position, name))
+        return found
+
+
+def _framed_as_tool(raw: list[str], position: int) -> bool:
+    before = raw[max(0, position - 2) : position]
+    after = raw[position + 1 : position + 2]
+    return any(w in _TOOL_CONTEXT_BEFORE for w in before) or any(w in _TOOL_CONTEXT_AFTER for w in after)
+
+
+def _follows(stemmed: list[str], position: int, name_words: tuple[str, ...]) -> bool:
+    cursor = position
+    for word in name_words[1:]:
+        window = stemmed[cursor + 1 : cursor + 2 + _MAX_GAP_WORDS]
+        if word not in window:
+            return False
+        cursor += 1 + window.index(word)
+    return True
+
+
+def _polarity(raw: list[str], position: int) -> _Polarity:
+    """Read the words before a mention, nearest first, until a cue or the clause's start."""
+    for back in range(position - 1, max(-1, position - 1 - _LOOKBACK_WORDS), -1):
+        word = raw[back]
+        following = raw[back + 1] if back + 1 < len(raw) else ""
+        if word in NEGATION_WORDS or (word, following) in NEGATING_PAIRS:
+            return _Polarity.REFUSAL
+        if word in INTENT_WORDS:
+            return _Polarity.INTENT
+        if word in CLAUSE_BREAKS:
+            break
+    return _Polarity.NEUTRAL
+
+
+def _stance(turn: Turn, lexicon: _ToolLexicon) -> _Stance | None:
+    announced: list[str] = []
+    refused: set[str] = set()
+    mentioned: set[str] = set()
+    if not lexicon.may_mention(turn.content):
+        return None
+    for sentence in sentences(turn.content):
+        raw = words(sentence)
+        conditional = any(word in CONDITIONAL_WORDS for word in raw)
+        for position, name in lexicon.mentions(raw):
+            mentioned.add(name)
+            polarity = _Polarity.NEUTRAL if conditional else _polarity(raw, position)
+            if polarity is _Polarity.INTENT and name not in announced:
+                announced.append(name)
+            elif polarity is _Polarity.REFUSAL:
+                refused.add(name)
+    if not announced and not refused:
+        return None
+    return _Stance(turn, tuple(announced), frozenset(refused - set(announced)), frozenset(mentioned))
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningActionMismatch:
+    @property
+    def name(self) -> str:
+        return "rules/reasoning_action_mismatch"
+
+    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+        lexicon = _ToolLexicon({turn.tool.name for turn in conversation.turns if turn.tool is not None})
+        if not lexicon:
+            return ()
+        pending: dict[str, _Pending] = {}
+        mismatches: list[tuple[float, Turn, Turn, str]] = []
+
+        def settle(agent: str) -> None:
+            entry = pending.pop(agent, None)
+            if entry is not None:
+                mismatch = _judge(entry)
+                if mismatch is not None:
+                    mismatches.append(mismatch)
+
+        for turn in conversation.turns:
+            if turn.kind is TurnKind.USER:
+                for agent in list(pending):
+                    settle(agent)
+            elif turn.kind in SPEAKING_KINDS:
+                settle(turn.agent)
+                stance = _stance(turn, lexicon)
+                if stance is not None:
+                    pending[turn.agent] = _Pending(stance)
+            elif turn.tool is not None and turn.agent in pending:
+                calls = pending[turn.agent].calls
+                calls.append((turn, turn.tool))
+                if len(calls) == _CALLS_COMPARED:
+                    settle(turn.agent)
+        for agent in list(pending):
+            settle(agent)
+        if not mismatches:
+            return ()
+        mismatches.sort(key=lambda mismatch: mismatch[1].index)
+        confidence, action, reasoning, explanation = mismatches[0]
+        others = [turn for _, act, said, _ in mismatches[1:] for turn in (act, said)]
+        if len(mismatches) > 1:
+            explanation += f"; {len(mismatches) - 1} more mismatch(es)"
+        return (
+            make_finding(
+                "FM-2.6",
+                [action, reasoning, *others],
+                confidence=confidence,
+                explanation=explanation,
+                annotator=self.name,
+            ),
+        )
+
+
+def _judge(entry: _Pending) -> tuple[float, Turn, Turn, str] | None:
+    stance, calls = entry.stance, entry.calls
+    if not calls:
+        return None
+    said = stance.turn
+    weaker = 0.0 if said.kind is TurnKind.REASONING else 0.1
+    for turn, call in calls:
+        if call.name in stance.refused:
+            return (
+                0.8 - weaker,
+                turn,
+                said,
+                f"step {turn.index} calls {call.name} although step {said.index} says not to",
+            )
+    turn, call = calls[0]
+    if stance.announced and call.name not in stance.mentioned:
+        return (
+            0.6 - weaker,
+            turn,
+            said,
+            f"step {said.index} announces {', '.join(stance.announced)}, but the next call "
+            f"(step {turn.index}) is {call.name}",
+        )
+    return None

@@ -1,0 +1,126 @@
+"""FM-1.3 step repetition: the same step done again and again.
+
+Signal (structural first): tool calls keyed by name + canonical arguments (JSON parsed, keys sorted,
+whitespace collapsed). It fires when one key is called `min_repeats` (3) or more times in the run, or
+when two consecutive calls share a key *and* came back with the same result (or the same error): the
+second call learnt nothing. Lexically, it also fires when an agent says an (almost) identical message
+again (same lower-cased words, or >= 90% word overlap with its own previous message), ignoring
+messages shorter than `min_message_words`.
+
+Evidence: the most repeated call's steps (first one first), then the other repeated steps.
+
+Confidence: 0.5 for a call seen 3 times, +0.05 per extra repeat, +0.15 when every repeat returned
+the same result (no progress at all); 0.6 for a lone pair of identical consecutive calls; 0.5 (0.6
+from three copies) for repeated messages; capped at 0.95.
+
+How strong a proxy: strong for what it measures (the repeat is a fact), weak for whether it hurt:
+polling a status until it changes is legitimate repetition, which is why changing results lower
+the confidence. The reference study found this mode in >90% of one model's *successful* runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mast_otel.annotate.base import Finding
+from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
+
+from ._shared import make_finding, steps, tool_turns, unique
+from ._text import MAX_SCAN_CHARS, CallKey, call_key, render_call, same_outcome, shorten
+
+_MAX_MESSAGE_WORDS = 256  # near-duplicate comparison reads this many words of a message
+
+
+@dataclass(frozen=True, slots=True)
+class StepRepetition:
+    min_repeats: int = 3
+    min_message_words: int = 8
+    near_duplicate_overlap: float = 0.9
+
+    @property
+    def name(self) -> str:
+        return "rules/step_repetition"
+
+    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+        by_key: dict[CallKey, list[tuple[Turn, ToolCall]]] = {}
+        stutters: list[Turn] = []  # both calls of each identical consecutive pair
+        stutter_call: ToolCall | None = None
+        previous: tuple[Turn, ToolCall, CallKey] | None = None
+        for turn, call in tool_turns(conversation):
+            key = call_key(call)
+            by_key.setdefault(key, []).append((turn, call))
+            if previous is not None and previous[2] == key and same_outcome(previous[1], call):
+                stutters.extend((previous[0], turn))
+                stutter_call = stutter_call or call
+            previous = (turn, call, key)
+
+        repeated = sorted(
+            (group for group in by_key.values() if len(group) >= self.min_repeats),
+            key=lambda group: (-len(group), group[0][0].index),
+        )
+        echoes = self._repeated_messages(conversation)
+        if not repeated and not stutters and not echoes:
+            return ()
+
+        evidence = [turn for group in repeated for turn, _ in group] + stutters + echoes
+        if repeated:
+            worst = repeated[0]
+            first_call = worst[0][1]
+            unchanged = all(same_outcome(first_call, call) for _, call in worst[1:])
+            confidence = 0.5 + 0.05 * (len(worst) - self.min_repeats) + (0.15 if unchanged else 0.0)
+            explanation = (
+                f"{render_call(first_call, 50)} called {len(worst)} times "
+                f"(steps {steps(turn for turn, _ in worst)})"
+                + (", same result each time" if unchanged else "")
+                + (f"; {len(repeated) - 1} other call(s) repeated too" if len(repeated) > 1 else "")
+            )
+        elif stutter_call is not None:
+            first, second = stutters[0], stutters[1]
+            confidence = 0.6
+            explanation = (
+                f"{render_call(stutter_call, 50)} called again at step {second.index} right after "
+                f"step {first.index}, with the same result"
+            )
+        else:
+            confidence = 0.5 if len(echoes) < 3 else 0.6
+            explanation = (
+                f"{echoes[0].agent or 'an agent'} repeats the message "
+                f"'{shorten(echoes[0].content, 60)}' (steps {steps(echoes)})"
+            )
+        return (
+            make_finding(
+                "FM-1.3",
+                evidence,
+                confidence=min(confidence, 0.95),
+                explanation=explanation,
+                annotator=self.name,
+            ),
+        )
+
+    def _repeated_messages(self, conversation: Conversation) -> list[Turn]:
+        """Messages an agent already said: exact after normalisation, or near-identical to its last one."""
+        seen: dict[tuple[str, str], Turn] = {}
+        last_words: dict[str, tuple[Turn, frozenset[str]]] = {}
+        echoes: list[Turn] = []
+        for turn in conversation.turns:
+            if turn.kind is not TurnKind.AGENT_MESSAGE:
+                continue
+            tokens = turn.content[:MAX_SCAN_CHARS].lower().split()
+            if len(tokens) < self.min_message_words:
+                continue
+            normalised = " ".join(tokens)
+            original = seen.get((turn.agent, normalised))
+            vocabulary = frozenset(tokens[:_MAX_MESSAGE_WORDS])
+            previous = last_words.get(turn.agent)
+            if original is not None:
+                echoes.extend((original, turn))
+            elif previous is not None and _overlap(previous[1], vocabulary) >= self.near_duplicate_overlap:
+                echoes.extend((previous[0], turn))
+            else:
+                seen[(turn.agent, normalised)] = turn
+            last_words[turn.agent] = (turn, vocabulary)
+        return unique(echoes)
+
+
+def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    return len(a & b) / len(a | b) if a or b else 0.0

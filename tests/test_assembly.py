@@ -1,0 +1,96 @@
+"""Trace assembly: release timing, dedup, late spans, runaway traces."""
+
+from __future__ import annotations
+
+import pytest
+from spanfactory import span
+
+from mast_otel.collector.assembly import AssemblyConfig, ReleaseReason, TraceAssembler
+
+T1 = "0af7651916cd43dd8448eb211c80319c"
+T2 = "1af7651916cd43dd8448eb211c80319c"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_trace_released_grace_after_root_not_before() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblyConfig(grace_s=2.0, max_wait_s=60.0), clock=clock)
+    root = span(T1, "invoke_agent a", 10, 50)
+    child = span(T1, "chat m", 20, 30, parent=root.span_id)
+    assembler.add([child])
+    clock.now += 30
+    assert assembler.release_due() == []  # no root yet, max_wait not reached
+    assembler.add([root])
+    clock.now += 1.9
+    assert assembler.release_due() == []
+    late_child = span(T1, "execute_tool t", 31, 40, parent=root.span_id)
+    assembler.add([late_child])  # stragglers inside the grace period join the trace
+    clock.now += 0.2
+    [trace] = assembler.release_due()
+    assert trace.reason is ReleaseReason.ROOT_ENDED
+    assert [s.span_id for s in trace.spans] == [root.span_id, child.span_id, late_child.span_id]  # by start
+    assert assembler.trace_count == 0 and assembler.span_count == 0
+
+
+def test_trace_without_root_released_after_max_wait() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblyConfig(grace_s=1.0, max_wait_s=5.0), clock=clock)
+    assembler.add([span(T1, "chat m", 1, 2, parent="ffffffffffffffff")])
+    clock.now += 4.99
+    assert assembler.release_due() == []
+    clock.now += 0.02
+    [trace] = assembler.release_due()
+    assert trace.reason is ReleaseReason.MAX_WAIT and len(trace.spans) == 1
+
+
+def test_duplicates_dropped_before_and_after_release_and_late_spans_reported() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblyConfig(grace_s=0.0, max_wait_s=5.0), clock=clock)
+    root = span(T1, "invoke_agent a", 1, 9)
+    first = assembler.add([root, root])
+    assert (first.accepted, first.duplicates) == (1, 1)
+    [released] = assembler.release_due()
+    assert len(released.spans) == 1
+    again = assembler.add([root])
+    assert (again.accepted, again.duplicates, again.late) == (0, 1, ())
+    straggler = span(T1, "execute_tool t", 2, 3, parent=root.span_id)
+    late = assembler.add([straggler])
+    assert late.late == (straggler,) and late.accepted == 0
+    assert assembler.add([straggler]).duplicates == 1  # the late span is now remembered too
+
+
+def test_traces_are_independent_and_flush_releases_everything() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblyConfig(grace_s=5.0, max_wait_s=60.0), clock=clock)
+    assembler.add([span(T1, "invoke_agent a", 1, 9), span(T2, "chat m", 1, 2, parent="0000000000000abc")])
+    assert assembler.trace_count == 2
+    flushed = assembler.flush()
+    assert {t.trace_id for t in flushed} == {T1, T2}
+    assert all(t.reason is ReleaseReason.FLUSH for t in flushed)
+    assert assembler.release_due() == []
+
+
+def test_runaway_trace_released_at_span_cap() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(
+        AssemblyConfig(grace_s=5.0, max_wait_s=60.0, max_spans_per_trace=3), clock=clock
+    )
+    assembler.add([span(T1, f"s{i}", i + 1, i + 2, parent="0000000000000abc") for i in range(3)])
+    [trace] = assembler.release_due()
+    assert len(trace.spans) == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"grace_s": -1}, {"max_wait_s": 0}, {"grace_s": 5, "max_wait_s": 1}, {"max_spans_per_trace": 0}],
+)
+def test_invalid_config_is_refused(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        AssemblyConfig(**kwargs)  # type: ignore[arg-type]

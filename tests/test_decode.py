@@ -1,0 +1,125 @@
+"""OTLP decoding: valid requests, partial rejection, garbage, huge and hostile values."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from spanfactory import span, to_request
+
+from mast_otel.collector.decode import TRUNCATION_MARKER, DecodeError, TraceDecoder
+from mast_otel.spans import StatusCode
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def test_round_trip_of_typed_fields() -> None:
+    root = span(
+        TRACE,
+        "invoke_agent triage",
+        100,
+        900,
+        status=StatusCode.ERROR,
+        gen_ai__agent__name="triage",
+        mast__task__score=0.5,
+        retries=3,
+        ok=True,
+        tags=["a", "b"],
+    )
+    child = span(TRACE, "chat m", 200, 300, parent=root.span_id)
+    decoded = TraceDecoder().decode_bytes(to_request([root, child], service="svc").SerializeToString())
+    assert decoded.rejected == 0
+    by_id = {s.span_id: s for s in decoded.spans}
+    got = by_id[root.span_id]
+    assert got.trace_id == TRACE and got.is_root and got.service_name == "svc"
+    assert got.attributes == {
+        "gen_ai.agent.name": "triage",
+        "mast.task.score": 0.5,
+        "retries": 3,
+        "ok": True,
+        "tags": ("a", "b"),
+    }
+    assert got.status is StatusCode.ERROR
+    assert by_id[child.span_id].parent_span_id == root.span_id
+
+
+def test_malformed_spans_rejected_others_kept() -> None:
+    good = span(TRACE, "ok", 1, 2)
+    request = to_request([good])
+    scope = request.resource_spans[0].scope_spans[0]
+    scope.spans.append(
+        PbSpan(trace_id=b"\x00" * 16, span_id=b"\x01" * 8, name="zero trace", start_time_unix_nano=1)
+    )
+    scope.spans.append(
+        PbSpan(trace_id=b"\x01" * 16, span_id=b"\x01" * 3, name="short span id", start_time_unix_nano=1)
+    )
+    decoded = TraceDecoder().decode(request)
+    assert [s.name for s in decoded.spans] == ["ok"]
+    assert decoded.rejected == 2
+    assert any("trace_id" in r for r in decoded.reasons) and any("span_id" in r for r in decoded.reasons)
+
+
+def test_end_before_start_is_kept_as_zero_length() -> None:
+    decoded = TraceDecoder().decode(to_request([span(TRACE, "skewed", 500, 100)]))
+    assert decoded.spans[0].end_ns == 500 and decoded.spans[0].duration_ns == 0
+
+
+def test_huge_attribute_truncated_not_refused() -> None:
+    decoded = TraceDecoder(max_attribute_bytes=4096).decode(
+        to_request([span(TRACE, "big", 1, 2, blob="x" * 100_000)])
+    )
+    value = decoded.spans[0].attributes["blob"]
+    assert isinstance(value, str) and len(value) == 4096 and value.endswith(TRUNCATION_MARKER)
+
+
+def test_deeply_nested_values_are_bounded() -> None:
+    value = AnyValue(string_value="leaf")
+    for _ in range(30):  # protobuf itself refuses ~100 levels; we flatten far earlier
+        outer = AnyValue()
+        outer.array_value.values.append(value)
+        value = outer
+    pb = PbSpan(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, name="deep", start_time_unix_nano=1)
+    pb.attributes.append(KeyValue(key="deep", value=value))
+    request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=[pb])])])
+    decoded = TraceDecoder().decode_bytes(request.SerializeToString())
+    level = decoded.spans[0].attributes["deep"]
+    depth = 0
+    while isinstance(level, tuple):
+        level, depth = level[0], depth + 1
+    assert depth == 8 and isinstance(level, str)  # bounded nesting, the rest kept as text
+
+
+@pytest.mark.parametrize("body", [b"\xff\xff\xff\xff", b"\x0a\x05abc", b"not protobuf at all \x00\x01"])
+def test_garbage_raises_decode_error(body: bytes) -> None:
+    with pytest.raises(DecodeError):
+        TraceDecoder().decode_bytes(body)
+
+
+def test_invalid_utf8_string_is_a_decode_error() -> None:
+    # field 1 (resource_spans) -> field 2 (scope_spans) -> field 2 (spans) -> field 5 (name) = b"\xff"
+    span_bytes = b"\x2a\x01\xff"
+    scope = b"\x12" + bytes([len(span_bytes)]) + span_bytes
+    resource = b"\x12" + bytes([len(scope)]) + scope
+    body = b"\x0a" + bytes([len(resource)]) + resource
+    with pytest.raises(DecodeError):
+        TraceDecoder().decode_bytes(body)
+
+
+def test_empty_request_is_fine() -> None:
+    decoded = TraceDecoder().decode_bytes(b"")
+    assert decoded.spans == () and decoded.rejected == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=512))
+def test_fuzz_decoder_never_crashes(body: bytes) -> None:
+    try:
+        decoded = TraceDecoder().decode_bytes(body)
+    except DecodeError:
+        return
+    for s in decoded.spans:
+        assert len(s.trace_id) == 32 and len(s.span_id) == 16
