@@ -255,3 +255,42 @@ def test_openai_shaped_messages_are_understood() -> None:
     assert [(t.kind, t.content) for t in turns][:1] == [(TurnKind.USER, "hello")]
     tool_turns = [t for t in turns if t.kind is TurnKind.TOOL_CALL]
     assert tool_turns and tool_turns[0].tool is not None and tool_turns[0].tool.result == "found it"
+
+
+def test_final_answer_said_by_the_model_and_the_agent_is_one_turn() -> None:
+    root = span(T, "invoke_agent a", 1, 90, **agent_attrs("a"), gen_ai__output__messages=output("All good."))
+    chat = span(
+        T,
+        "chat m",
+        10,
+        20,
+        parent=root.span_id,
+        gen_ai__operation__name="chat",
+        gen_ai__agent__name="a",
+        gen_ai__output__messages=output("All good."),
+    )
+    turns = rebuild([root, chat]).turns
+    assert [(t.kind, t.content, t.span_id) for t in turns] == [
+        (TurnKind.AGENT_MESSAGE, "All good.", chat.span_id)
+    ]
+
+
+def test_named_participant_in_input_history_is_attributed_to_them() -> None:
+    root = span(T, "invoke_agent lead", 1, 90, **agent_attrs("lead"))
+    history = json.dumps([{"role": "user", "name": "remediator", "content": "Restarted; pods healthy."}])
+    chat = span(
+        T,
+        "chat m",
+        10,
+        20,
+        parent=root.span_id,
+        gen_ai__operation__name="chat",
+        gen_ai__agent__name="lead",
+        gen_ai__input__messages=history,
+    )
+    [turn] = rebuild([root, chat]).turns
+    assert (turn.kind, turn.agent, turn.content) == (
+        TurnKind.AGENT_MESSAGE,
+        "remediator",
+        "Restarted; pods healthy.",
+    )

@@ -699,3 +699,15 @@ def test_hostile_input_is_handled_by_every_detector() -> None:
         for finding in detector.annotate(conversation):
             assert len(finding.explanation) <= 200
             assert len(finding.evidence.step_indexes) <= 32
+
+
+def test_an_agent_output_recorded_twice_is_not_a_repetition() -> None:
+    answer = "Root cause: the checkout pods ran out of memory; the limit is now 1Gi and they are healthy."
+    run = (
+        Run()
+        .call("sre", "get_pods", {}, result=PODS_OK)
+        .say("sre", answer)  # the last LLM call's output
+        .think("sre", "Reporting back.")
+        .say("sre", answer)  # the same output, recorded again by the agent's span
+    )
+    assert StepRepetition().annotate(run.build()) == ()

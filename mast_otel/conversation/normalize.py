@@ -45,6 +45,7 @@ class Message:
     role: str
     parts: tuple[Part, ...]
     finish_reason: str = ""
+    name: str = ""  # the speaker, when a group chat names participants
 
     @property
     def text(self) -> str:
@@ -252,9 +253,10 @@ def parse_messages(value: AttributeValue, default_role: str = "user") -> tuple[M
 def _message(item: dict[str, Any], default_role: str) -> Message:
     role = str(item.get("role") or default_role)
     finish_reason = str(item.get("finish_reason") or "")
+    name = str(item.get("name") or "")
     raw_parts = item.get("parts")
     if isinstance(raw_parts, list):
-        return Message(role, tuple(_part(p) for p in raw_parts), finish_reason)
+        return Message(role, tuple(_part(p) for p in raw_parts), finish_reason, name)
     # OpenAI chat shape: {"role", "content", "tool_calls", "tool_call_id"}
     parts: list[Part] = []
     content = item.get("content")
@@ -276,7 +278,7 @@ def _message(item: dict[str, Any], default_role: str) -> Message:
                     arguments=_json_text(function.get("arguments")),
                 )
             )
-    return Message(role, tuple(parts), finish_reason)
+    return Message(role, tuple(parts), finish_reason, name)
 
 
 def _part(raw: Any) -> Part:

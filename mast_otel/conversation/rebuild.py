@@ -157,6 +157,7 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
     memories: dict[str, _AgentMemory] = {}
     turns = _Turns(depth, agent_of)
     add = turns.add
+    final_answers: list[SpanView] = []  # agent outputs, taken once everything else was read
 
     for view in sorted(views.values(), key=lambda v: (v.span.start_ns, depth[v.span.span_id])):
         agent = agent_of[view.span.span_id]
@@ -185,9 +186,8 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
                             agent=_speaker(message.role, agent),
                             content=text,
                         )
-            for message in view.output_messages:
-                if message.text and _remember(memory, "assistant", message.text):
-                    add(view, _AT_END, TurnKind.AGENT_MESSAGE, content=message.text, model=view.model)
+            if view.output_messages:
+                final_answers.append(view)  # after its model calls, which usually said it first
         elif op is Operation.LLM:
             if view.system_instructions and not memory.system_seen:
                 memory.system_seen = True
@@ -270,6 +270,12 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
                 content=reason,
             )
 
+    for view in final_answers:
+        memory = memories.setdefault(agent_of[view.span.span_id], _AgentMemory())
+        for message in view.output_messages:
+            if message.text and _remember(memory, "assistant", message.text):
+                add(view, _AT_END, TurnKind.AGENT_MESSAGE, content=message.text, model=view.model)
+
     ordered = turns.ordered()
     return _conversation(trace_id, spans, views, root, ordered, agent_of)
 
@@ -291,7 +297,10 @@ def _input_turns(
                 tool=ToolCall(name="", call_id=part.id, result=part.content),
             )
         elif part.type == sc.PART_TEXT and part.content and _remember(memory, message.role, part.content):
-            if message.role in {"user", "human"}:
+            if message.name and message.role in {"user", "human", "assistant"}:
+                # Group-chat convention: another participant speaking into this agent's context.
+                add(view, _AT_START, TurnKind.AGENT_MESSAGE, agent=message.name, content=part.content)
+            elif message.role in {"user", "human"}:
                 add(view, _AT_START, TurnKind.USER, agent="user", content=part.content)
             elif message.role == "system":
                 add(view, _AT_START, TurnKind.SYSTEM, agent="system", content=part.content)

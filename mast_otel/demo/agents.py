@@ -25,16 +25,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Literal
 
 from mast_otel import sdk
 from mast_otel.conversation.model import Outcome
-from mast_otel.demo.profiles import PROFILES, ModelProfile
+from mast_otel.demo.profiles import PROFILES, ModeDraw, ModelProfile
 
 TRIAGE_AGENT: Final = "sre-triage"
 REMEDIATOR_AGENT: Final = "remediator"
 PROVIDER_NAME: Final = "mast-otel-sim"
 CLUSTER: Final = "prod-eu-1"
+INCIDENT_ATTRIBUTE: Final = "mast.demo.incident"  # on the root span: which catalogue incident
 
 # The agent framework's iteration budget (LLM calls of the triage agent); runs that exhaust it end
 # with `MaxIterationsExceeded` on the root span, like LangGraph's GraphRecursionError.
@@ -50,6 +51,8 @@ JsonObject = Mapping[str, object]
 
 @dataclass(frozen=True, slots=True)
 class RunSummary:
+    """What one scripted run did, for the demo's progress and honesty notes (and for tests)."""
+
     trace_id: str
     model: str
     profile: str  # ModelProfile.key
@@ -175,19 +178,22 @@ class Incident:
     log_lines: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # service -> templates
     deployments: tuple[DeploymentSpec, ...] = ()
     metric_watch: str = "the error ratio"  # what a careful agent would keep watching afterwards
+    nodes: Mapping[str, str] = field(default_factory=dict)  # deployment -> the node its pods run on
 
 
 _POD_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
-def _tokens(text: str, length: int) -> str:
+def _name_hash(text: str, length: int) -> str:
     digest = hashlib.blake2b(text.encode(), digest_size=32).digest()
     return "".join(_POD_ALPHABET[byte % len(_POD_ALPHABET)] for byte in digest[:length])
 
 
 def pod_name(deployment: str, ordinal: int, generation: int = 0) -> str:
     """A Kubernetes-looking pod name, stable for a deployment, new when the pod is recreated."""
-    return f"{deployment}-{_tokens(deployment, 10)}-{_tokens(f'{deployment}/{ordinal}/{generation}', 5)}"
+    return (
+        f"{deployment}-{_name_hash(deployment, 10)}-{_name_hash(f'{deployment}/{ordinal}/{generation}', 5)}"
+    )
 
 
 def _alert(name: str, severity: str, summary: str, description: str, value: str, **labels: str) -> Alert:
@@ -206,14 +212,13 @@ _ERROR_RATIO_QUERY = (
     ' / sum by (route) (rate(http_requests_total{namespace="payments", service="payment-api"}[5m]))'
 )
 _POOL_QUERY = 'sum by (database, pool) (pgbouncer_pools_client_waiting_connections{namespace="orders"})'
-_DISK_QUERY = (
-    'topk(5, sum by (namespace, workload) (container_fs_usage_bytes{node="ip-10-42-3-17"}))'
-)
+_DISK_QUERY = 'topk(5, sum by (namespace, workload) (container_fs_usage_bytes{node="ip-10-42-3-17"}))'
 _CERT_QUERY = 'probe_ssl_earliest_cert_expiry{job="blackbox", instance=~"https://.*shop.example"} - time()'
 _CPU_QUERY = (
     'topk(5, sum by (namespace, workload) (rate(container_cpu_usage_seconds_total{node="ip-10-42-1-9"}[5m])))'
 )
 
+# fmt: off
 CATALOGUE: tuple[Incident, ...] = (
     Incident(
         key="oom-killed",
@@ -232,17 +237,17 @@ CATALOGUE: tuple[Incident, ...] = (
         ),
         investigation=(
             Step(Action("get_pod_status", {"namespace": "shop", "deployment": "checkout"}),
-                 "2 of 3 checkout pods are in CrashLoopBackOff; the last termination was OOMKilled "
+                 "Two of three checkout pods are in CrashLoopBackOff; the last termination was OOMKilled "
                  "(exit code 137), 14 restarts"),
             Step(Action("search_logs", {"service": "checkout", "query": "OutOfMemoryError", "since": "1h"}),
-                 "the checkout logs show java.lang.OutOfMemoryError in the product-cache-loader thread "
+                 "The checkout logs show java.lang.OutOfMemoryError in the product-cache-loader thread "
                  "while the product cache warms up"),
             Step(Action("query_metrics", {"query": _OOM_MEMORY_QUERY, "since": "1h"}),
-                 "the working set of each checkout container climbs to about 512Mi within minutes of a "
+                 "The working set of each checkout container climbs to about 512Mi within minutes of a "
                  "start and drops when the container dies: it is killed at its memory limit",
                  intent="query the memory working set of the checkout containers"),
             Step(Action("describe_deployment", {"namespace": "shop", "deployment": "checkout"}),
-                 "revision 17 (checkout:3.8.0) turned on PRODUCT_CACHE_ENABLED but kept the 512Mi "
+                 "Revision 17 (checkout:3.8.0) turned on PRODUCT_CACHE_ENABLED but kept the 512Mi "
                  "memory limit"),
         ),
         root_cause=Diagnosis("checkout", "the 512Mi memory limit is too small for the in-memory product "
@@ -292,17 +297,17 @@ CATALOGUE: tuple[Incident, ...] = (
         ),
         investigation=(
             Step(Action("get_pod_status", {"namespace": "payments", "deployment": "payment-api"}),
-                 "all 3 payment-api pods are Running and ready with no restarts, so the pods themselves "
+                 "All 3 payment-api pods are Running and ready with no restarts, so the pods themselves "
                  "are not the problem"),
             Step(Action("query_metrics", {"query": _ERROR_RATIO_QUERY, "since": "1h"}),
-                 "the 5xx ratio jumped at 02:58 on /v1/refunds only (to about 90%), other routes are flat",
+                 "The 5xx ratio jumped at 02:58 on /v1/refunds only (to about 90%), other routes are flat",
                  intent="query the 5xx ratio of payment-api by route"),
             Step(Action("search_logs", {"service": "payment-api", "query": "NullPointerException",
                                         "since": "1h"}),
-                 "every failing refund throws NullPointerException in RefundHandler.toLedgerEntry because "
+                 "Every failing refund throws NullPointerException in RefundHandler.toLedgerEntry because "
                  "order.currency is null"),
             Step(Action("describe_deployment", {"namespace": "payments", "deployment": "payment-api"}),
-                 "revision 42 (payment-api:2.14.0) rolled out at 02:57, one minute before the errors "
+                 "Revision 42 (payment-api:2.14.0) rolled out at 02:57, one minute before the errors "
                  "started; revision 41 ran 2.13.3"),
         ),
         root_cause=Diagnosis("payment-api", "release 2.14.0 (revision 42) introduced a NullPointerException "
@@ -354,12 +359,12 @@ CATALOGUE: tuple[Incident, ...] = (
         ),
         investigation=(
             Step(Action("get_pod_status", {"namespace": "orders", "deployment": "orders-api"}),
-                 "the 4 orders-api pods are Running and ready with no restarts"),
+                 "The 4 orders-api pods are Running and ready with no restarts"),
             Step(Action("search_logs", {"service": "orders-api", "query": "HikariPool", "since": "1h"}),
                  "orders-api threads wait 30s for a database connection from pgbouncer.orders.svc and "
                  "give up (HikariPool: connection is not available)"),
             Step(Action("query_metrics", {"query": _POOL_QUERY, "since": "1h"}),
-                 "since 02:40 about 140 clients queue for the orders pool in pgbouncer while it serves 20",
+                 "Since 02:40 about 140 clients queue for the orders pool in pgbouncer while it serves 20",
                  intent="query how many clients wait on the pgbouncer pools"),
             Step(Action("describe_deployment", {"namespace": "orders", "deployment": "pgbouncer"}),
                  "pgbouncer runs as a single replica with DEFAULT_POOL_SIZE=20, sized before the traffic "
@@ -414,15 +419,15 @@ CATALOGUE: tuple[Incident, ...] = (
         ),
         investigation=(
             Step(Action("get_pod_status", {"namespace": "search", "deployment": "search-api"}),
-                 "2 of 4 search-api pods were evicted from ip-10-42-3-17 for low ephemeral storage"),
+                 "Two of four search-api pods were evicted from ip-10-42-3-17 for low ephemeral storage"),
             Step(Action("query_metrics", {"query": _DISK_QUERY, "since": "1h"}),
-                 "on ip-10-42-3-17 the search-indexer workload grew from 2 GB to about 41 GB of disk in "
+                 "On ip-10-42-3-17 the search-indexer workload grew from 2 GB to about 41 GB of disk in "
                  "the last hour; everything else is small",
                  intent="query the top disk users on node ip-10-42-3-17"),
             Step(Action("search_logs", {"service": "search-indexer", "query": "DEBUG", "since": "1h"}),
                  "search-indexer writes several DEBUG lines for every document it indexes"),
             Step(Action("describe_deployment", {"namespace": "search", "deployment": "search-indexer"}),
-                 "revision 8 of search-indexer set LOG_LEVEL=debug an hour ago; revision 7 ran with "
+                 "Revision 8 of search-indexer set LOG_LEVEL=debug an hour ago; revision 7 ran with "
                  "LOG_LEVEL=info"),
         ),
         root_cause=Diagnosis("search-indexer", "revision 8 turned on debug logging, the log volume filled "
@@ -463,6 +468,7 @@ CATALOGUE: tuple[Incident, ...] = (
             ), replicas=4, cpu_limit="1", memory_limit="1Gi"),
         ),
         metric_watch="the disk usage on ip-10-42-3-17",
+        nodes=MappingProxyType({"search-api": "ip-10-42-3-17", "search-indexer": "ip-10-42-3-17"}),
     ),
     Incident(
         key="certificate-expiry",
@@ -481,9 +487,9 @@ CATALOGUE: tuple[Incident, ...] = (
         ),
         investigation=(
             Step(Action("get_pod_status", {"namespace": "edge", "deployment": "api-gateway"}),
-                 "the api-gateway pods are Running and ready"),
+                 "The api-gateway pods are Running and ready"),
             Step(Action("query_metrics", {"query": _CERT_QUERY, "since": "6h"}),
-                 "the certificate served on api.shop.example ran out 47 minutes ago; docs.shop.example "
+                 "The certificate served on api.shop.example ran out 47 minutes ago; docs.shop.example "
                  "still has 61 days",
                  intent="query the remaining certificate lifetime of the shop endpoints"),
             Step(Action("search_logs", {"service": "cert-manager", "query": "api-gateway-tls",
@@ -539,11 +545,11 @@ CATALOGUE: tuple[Incident, ...] = (
         ),
         investigation=(
             Step(Action("get_pod_status", {"namespace": "recs", "deployment": "recommendation"}),
-                 "the recommendation pods are Running and ready, all three on node ip-10-42-1-9"),
+                 "The recommendation pods are Running and ready, all three on node ip-10-42-1-9"),
             Step(Action("search_logs", {"service": "recommendation", "query": "slow", "since": "1h"}),
-                 "recommendation logs slow requests of 2-3 s and a saturated scoring pool"),
+                 "The recommendation logs show slow requests of 2-3 s and a saturated scoring pool"),
             Step(Action("query_metrics", {"query": _CPU_QUERY, "since": "1h"}),
-                 "since 02:40 the feature-backfill workload of namespace ml-batch burns about 14 cores on "
+                 "Since 02:40 the feature-backfill workload of namespace ml-batch burns about 14 cores on "
                  "ip-10-42-1-9 while recommendation gets barely one",
                  intent="query the top CPU users on node ip-10-42-1-9"),
             Step(Action("describe_deployment", {"namespace": "ml-batch", "deployment": "feature-backfill"}),
@@ -582,8 +588,11 @@ CATALOGUE: tuple[Incident, ...] = (
             ), replicas=3, cpu_limit="2", memory_limit="2Gi"),
         ),
         metric_watch="the recommendation p99 latency",
+        nodes=MappingProxyType({"recommendation": "ip-10-42-1-9"}),
     ),
 )
+
+# fmt: on
 
 # Services a derailed agent wanders off to: none of them appears anywhere in the catalogue.
 UNRELATED_SERVICES: tuple[tuple[str, str], ...] = (
@@ -616,13 +625,17 @@ def _stamp(moment: datetime) -> str:
 
 def _fill(template: str, rng: random.Random) -> str:
     values = {
-        "n": rng.randint(2, 9999), "ms": rng.randint(900, 4200), "mb": rng.randint(40, 900),
-        "pct": rng.randint(10, 99), "sec": round(rng.uniform(4, 19), 1), "id": rng.randint(10000, 99999),
+        "n": rng.randint(2, 9999),
+        "ms": rng.randint(900, 4200),
+        "mb": rng.randint(40, 900),
+        "pct": rng.randint(10, 99),
+        "sec": round(rng.uniform(4, 19), 1),
+        "id": rng.randint(10000, 99999),
     }
     return template.format(**values)
 
 
-_MAX_LOG_LINES = 40  # search_logs returns the most recent matches, like `tail`
+_MAX_LOG_LINES = 32  # search_logs returns the most recent matches, like `tail`
 _INFO_LINES = (
     "INFO  GET /healthz 200 in 1ms",
     "INFO  GET /readyz 200 in 2ms",
@@ -646,7 +659,7 @@ class SimulatedCluster:
         self._mitigated = False
         self._calls = 0
         self.calls_before_mitigation = 0  # tool calls up to and including the one that mitigated
-        self._changes = 0  # bumps on every state change, so results after a change differ
+        self._changes = 0  # counts state changes, so that results after a change differ
         self._deployments = {(d.namespace, d.name): d for d in incident.deployments}
         self._generation: dict[tuple[str, int], int] = {}  # (deployment, ordinal) -> times recreated
         self._tools: dict[str, Callable[..., ToolResult]] = {
@@ -667,26 +680,20 @@ class SimulatedCluster:
     def mitigated(self) -> bool:
         return self._mitigated
 
-    @property
-    def tool_names(self) -> tuple[str, ...]:
-        return tuple(self._tools)
-
     def call(self, action: Action) -> ToolResult:
         self._calls += 1
         tool = self._tools.get(action.tool)
         if tool is None:
             return ToolResult(f"unknown tool {action.tool!r}", error_type="ToolNotFound")
-        return tool(**action.arguments)
+        result = tool(**action.arguments)
+        if not result.error_type and not self._mitigated and action.is_same(self.incident.fix):
+            self._mitigated = True
+            self.calls_before_mitigation = self._calls
+        return result
 
     # Every tool's randomness comes from here: the same call in the same state draws the same numbers.
     def _rng(self, *parts: object) -> random.Random:
         return random.Random("|".join([self._seed, str(self._changes), *map(str, parts)]))
-
-    def _changed(self, action: Action) -> None:
-        self._changes += 1
-        if action.is_same(self.incident.fix) and not self._mitigated:
-            self._mitigated = True
-            self.calls_before_mitigation = self._calls
 
     # --- reads ---
 
@@ -711,7 +718,7 @@ class SimulatedCluster:
         replicas = spec.replicas if spec is not None else 2
         broken = None if self._mitigated else self.incident.broken_pods.get(deployment)
         rng = self._rng("pods", namespace, deployment)
-        node = "ip-10-42-1-9" if self.incident.key == "noisy-neighbour" and namespace == "recs" else ""
+        node = self.incident.nodes.get(deployment, "")
         pods: list[dict[str, object]] = []
         for ordinal in range(replicas):
             generation = self._generation.get((deployment, ordinal), 0)
@@ -723,8 +730,9 @@ class SimulatedCluster:
             if broken is not None and ordinal < broken.affected:
                 pod.update(ready="0/1", status=broken.status, restarts=broken.restarts + generation)
                 if broken.last_termination:
-                    pod["last_state"] = {"terminated": {"reason": broken.last_termination,
-                                                        "exit_code": broken.exit_code}}
+                    pod["last_state"] = {
+                        "terminated": {"reason": broken.last_termination, "exit_code": broken.exit_code}
+                    }
                 if broken.message:
                     pod["message"] = broken.message
             else:
@@ -733,8 +741,9 @@ class SimulatedCluster:
         return pods
 
     def _get_pod_status(self, namespace: str, deployment: str) -> ToolResult:
-        return ToolResult({"namespace": namespace, "deployment": deployment,
-                           "pods": self._pods(namespace, deployment)})
+        return ToolResult(
+            {"namespace": namespace, "deployment": deployment, "pods": self._pods(namespace, deployment)}
+        )
 
     def _query_metrics(self, query: str, since: str = "1h") -> ToolResult:
         # A query the incident knows nothing about matches no series, as in Prometheus.
@@ -752,8 +761,15 @@ class SimulatedCluster:
                     value = one.baseline
                 values.append([start + 60 * i, f"{value:.6g}"])
             result.append({"metric": dict(one.labels), "values": values})
-        return ToolResult({"status": "success", "data": {"resultType": "matrix", "result": result},
-                           "query": query, "since": since, "step": "60s"})
+        return ToolResult(
+            {
+                "status": "success",
+                "data": {"resultType": "matrix", "result": result},
+                "query": query,
+                "since": since,
+                "step": "60s",
+            }
+        )
 
     def _search_logs(self, service: str, query: str = "", since: str = "1h") -> ToolResult:
         rng = self._rng("logs", service)
@@ -765,9 +781,11 @@ class SimulatedCluster:
             recovered = self._mitigated and i >= 80
             pool = templates if templates and not recovered and rng.random() < 0.7 else _INFO_LINES
             level_and_message = _fill(rng.choice(pool), rng)
-            lines.append(f"{_stamp(min(moment, self.now))} {level_and_message[:5]} {service} "
-                         f"[{rng.choice(('main', 'worker-1', 'worker-2', 'http-nio-8080-exec-4'))}] "
-                         f"{level_and_message[6:]}")
+            lines.append(
+                f"{_stamp(min(moment, self.now))} {level_and_message[:5]} {service} "
+                f"[{rng.choice(('main', 'worker-1', 'worker-2', 'http-nio-8080-exec-4'))}] "
+                f"{level_and_message[6:]}"
+            )
         terms = [term.lower() for term in query.replace("|", " ").split() if term]
         matched = [line for line in lines if not terms or any(term in line.lower() for term in terms)]
         header = (
@@ -778,8 +796,12 @@ class SimulatedCluster:
     def _describe_deployment(self, namespace: str, deployment: str) -> ToolResult:
         spec = self._deployments.get((namespace, deployment))
         if spec is None:
-            spec = DeploymentSpec(deployment, namespace, (
-                Revision(5, f"registry.shop.internal/{deployment}:1.4.2", "routine update"),), replicas=2)
+            spec = DeploymentSpec(
+                deployment,
+                namespace,
+                (Revision(5, f"registry.shop.internal/{deployment}:1.4.2", "routine update"),),
+                replicas=2,
+            )
         pods = self._pods(namespace, deployment)
         ready = sum(1 for pod in pods if pod["ready"] == "1/1")
         live = spec.live
@@ -816,27 +838,41 @@ class SimulatedCluster:
         incident = self.incident
         rng = self._rng("health", namespace, service)
         if not self._mitigated and (namespace, service) == (incident.namespace, incident.service):
-            return ToolResult({
-                "service": service, "namespace": namespace, "status": incident.health_status,
-                "checks": [{"name": f"check-{i + 1}", "result": "fail", "detail": detail}
-                           for i, detail in enumerate(incident.failing_checks)],
-            })
-        return ToolResult({
-            "service": service, "namespace": namespace, "status": "healthy",
-            "checks": [
-                {"name": "readiness", "result": "pass", "observed": "all replicas ready"},
-                {"name": "request-success-ratio", "result": "pass",
-                 "observed": f"{100 - rng.uniform(0.05, 0.4):.2f}%"},
-                {"name": "latency-p99", "result": "pass", "observed": f"{rng.randint(90, 380)} ms"},
-            ],
-        })
+            return ToolResult(
+                {
+                    "service": service,
+                    "namespace": namespace,
+                    "status": incident.health_status,
+                    "checks": [
+                        {"name": f"check-{i + 1}", "result": "fail", "detail": detail}
+                        for i, detail in enumerate(incident.failing_checks)
+                    ],
+                }
+            )
+        return ToolResult(
+            {
+                "service": service,
+                "namespace": namespace,
+                "status": "healthy",
+                "checks": [
+                    {"name": "readiness", "result": "pass", "observed": "all replicas ready"},
+                    {
+                        "name": "request-success-ratio",
+                        "result": "pass",
+                        "observed": f"{100 - rng.uniform(0.05, 0.4):.2f}%",
+                    },
+                    {"name": "latency-p99", "result": "pass", "observed": f"{rng.randint(90, 380)} ms"},
+                ],
+            }
+        )
 
     # --- changes ---
 
     def _restart_pod(self, namespace: str, pod: str) -> ToolResult:
         live = {
             pod_name(spec.name, ordinal, self._generation.get((spec.name, ordinal), 0)): (spec.name, ordinal)
-            for spec in self._deployments.values() if spec.namespace == namespace
+            for spec in self._deployments.values()
+            if spec.namespace == namespace
             for ordinal in range(spec.replicas)
         }
         if pod not in live:
@@ -844,32 +880,52 @@ class SimulatedCluster:
         deployment, ordinal = live[pod]
         generation = self._generation.get((deployment, ordinal), 0) + 1
         self._generation[(deployment, ordinal)] = generation
-        self._changed(Action("restart_pod", {"namespace": namespace, "pod": pod}))
-        return ToolResult({"pod": pod, "namespace": namespace, "action": "deleted",
-                           "replacement": pod_name(deployment, ordinal, generation)})
+        self._changes += 1
+        return ToolResult(
+            {
+                "pod": pod,
+                "namespace": namespace,
+                "action": "deleted",
+                "replacement": pod_name(deployment, ordinal, generation),
+            }
+        )
 
     def _rollback_deployment(self, namespace: str, deployment: str, to_revision: int) -> ToolResult:
         spec = self._deployments.get((namespace, deployment))
         target = next((r for r in spec.revisions if r.number == to_revision), None) if spec else None
         if spec is None or target is None:
-            return ToolResult(f"deployment {namespace}/{deployment} has no revision {to_revision}",
-                              error_type="RevisionNotFound")
+            return ToolResult(
+                f"deployment {namespace}/{deployment} has no revision {to_revision}",
+                error_type="RevisionNotFound",
+            )
         revived = replace(target, number=spec.live.number + 1, age="0s")
         self._deployments[(namespace, deployment)] = replace(spec, revisions=(*spec.revisions, revived))
-        self._changed(Action("rollback_deployment",
-                             {"namespace": namespace, "deployment": deployment, "to_revision": to_revision}))
-        return ToolResult({"deployment": deployment, "namespace": namespace, "rolled_back_to": to_revision,
-                           "new_revision": revived.number, "image": revived.image, "rollout": "started"})
+        self._changes += 1
+        return ToolResult(
+            {
+                "deployment": deployment,
+                "namespace": namespace,
+                "rolled_back_to": to_revision,
+                "new_revision": revived.number,
+                "image": revived.image,
+                "rollout": "started",
+            }
+        )
 
     def _scale_deployment(self, namespace: str, deployment: str, replicas: int) -> ToolResult:
         spec = self._deployments.get((namespace, deployment))
         previous = spec.replicas if spec is not None else 2
         if spec is not None:
             self._deployments[(namespace, deployment)] = replace(spec, replicas=replicas)
-        self._changed(Action("scale_deployment",
-                             {"namespace": namespace, "deployment": deployment, "replicas": replicas}))
-        return ToolResult({"deployment": deployment, "namespace": namespace,
-                           "replicas": {"from": previous, "to": replicas}, "rollout": "started"})
+        self._changes += 1
+        return ToolResult(
+            {
+                "deployment": deployment,
+                "namespace": namespace,
+                "replicas": {"from": previous, "to": replicas},
+                "rollout": "started",
+            }
+        )
 
     def _set_resource_limits(
         self, namespace: str, deployment: str, cpu: str = "", memory: str = ""
@@ -877,18 +933,25 @@ class SimulatedCluster:
         spec = self._deployments.get((namespace, deployment))
         if spec is not None:
             self._deployments[(namespace, deployment)] = replace(
-                spec, cpu_limit=cpu or spec.cpu_limit, memory_limit=memory or spec.memory_limit)
+                spec, cpu_limit=cpu or spec.cpu_limit, memory_limit=memory or spec.memory_limit
+            )
+        self._changes += 1
         limits = {key: value for key, value in (("cpu", cpu), ("memory", memory)) if value}
-        arguments: dict[str, ArgumentValue] = {"namespace": namespace, "deployment": deployment, **limits}
-        self._changed(Action("set_resource_limits", arguments))
-        return ToolResult({"deployment": deployment, "namespace": namespace, "limits": limits,
-                           "rollout": "started"})
+        return ToolResult(
+            {"deployment": deployment, "namespace": namespace, "limits": limits, "rollout": "started"}
+        )
 
     def _renew_certificate(self, namespace: str, certificate: str) -> ToolResult:
-        self._changed(Action("renew_certificate", {"namespace": namespace, "certificate": certificate}))
+        self._changes += 1
         not_after = self.now + timedelta(days=90)
-        return ToolResult({"certificate": f"{namespace}/{certificate}", "issuer": "letsencrypt-prod",
-                           "status": "Issued", "not_after": _stamp(not_after)})
+        return ToolResult(
+            {
+                "certificate": f"{namespace}/{certificate}",
+                "issuer": "letsencrypt-prod",
+                "status": "Issued",
+                "not_after": _stamp(not_after),
+            }
+        )
 
 
 def _shape(series: Series, i: int, onset: int, points: int) -> float:
@@ -899,7 +962,7 @@ def _shape(series: Series, i: int, onset: int, points: int) -> float:
     if series.shape == "ramp":
         return series.baseline + (series.peak - series.baseline) * (i - onset + 1) / (points - onset)
     # Sawtooth: climbs to the limit in six minutes, then the kill; each series at its own phase.
-    phase = (i + int(_tokens(json.dumps(dict(series.labels), sort_keys=True), 1), 36)) % 6
+    phase = (i + int(_name_hash(json.dumps(dict(series.labels), sort_keys=True), 1), 36)) % 6
     return series.baseline + (series.peak - series.baseline) * phase / 5
 
 
@@ -943,11 +1006,12 @@ def _done(action: Action) -> str:
 
 
 # How a model refuses a tool in words, for the reasoning-action mismatch.
-_REFUSALS: Mapping[str, str] = MappingProxyType({
-    "restart_pod": "restart the pod",
-    "scale_deployment": "scale the deployment",
-    "rollback_deployment": "roll back the deployment",
-})
+_REFUSALS: Mapping[str, str] = MappingProxyType(
+    {
+        "restart_pod": "restart the pod",
+        "scale_deployment": "scale the deployment",
+    }
+)
 
 
 def _announce(finding: str, action: Action, purpose: str = "") -> str:
@@ -955,8 +1019,9 @@ def _announce(finding: str, action: Action, purpose: str = "") -> str:
 
 
 def _sentence(text: str) -> str:
+    # Never re-cased: findings may start with an identifier ("pgbouncer runs as...").
     text = text.strip()
-    return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 # --- the scripted agents -----------------------------------------------------------------------
@@ -1006,7 +1071,7 @@ class _ScriptedAgent:
         max_iterations: int | None = None,
         reasoning_spans: bool = False,
     ) -> None:
-        self.run = run
+        self._run = run
         self._cluster = cluster
         self._tally = tally
         self._system = system
@@ -1015,18 +1080,18 @@ class _ScriptedAgent:
         # ReAct-style frameworks log the thought as a step of its own rather than in the model output.
         self._reasoning_spans = reasoning_spans
         self._iterations = 0
-        self.history: list[dict[str, object]] = [{"role": "user", "content": task}]
+        self._history: list[dict[str, object]] = [{"role": "user", "content": task}]
 
     def act(self, thought: str, action: Action, *, text: str | None = None) -> ToolResult:
         call_id = self._llm_call(thought, text, action)
-        with self.run.tool_call(action.tool, arguments=dict(action.arguments), call_id=call_id) as span:
+        with self._run.tool_call(action.tool, arguments=dict(action.arguments), call_id=call_id) as span:
             result = self._cluster.call(action)
             span.set_result(result.output)
             if result.error_type:
                 span.set_error(result.error_type, result.text)
         self._tally.tool_calls += 1
         self._tally.spans += 1
-        self.history.append({"role": "tool", "tool_call_id": call_id, "content": _clip(result.text)})
+        self._history.append({"role": "tool", "tool_call_id": call_id, "content": _clip(result.text)})
         return result
 
     def answer(self, thought: str, text: str) -> None:
@@ -1034,24 +1099,29 @@ class _ScriptedAgent:
 
     def hear(self, speaker: str, text: str) -> None:
         """Another agent's report lands in this agent's context, named as group chats do."""
-        self.history.append({"role": "user", "name": speaker, "content": text})
+        self._history.append({"role": "user", "name": speaker, "content": text})
 
     def forget(self, keep: int) -> None:
         """A naive memory window: only the last `keep` messages survive, the task and alerts do not."""
-        self.history = self.history[-keep:]
+        self._history = self._history[-keep:]
 
     def delegate(self, thought: str, action: Action, task_id: str) -> str:
         """Hand `action` to the remediator sub-agent; returns its report."""
         self._llm_call(thought, f"Handing off to {REMEDIATOR_AGENT}: {_purpose(action)}.", None)
-        self.run.handoff(REMEDIATOR_AGENT, reason=f"{task_id}: {_purpose(action)}")
+        self._run.handoff(REMEDIATOR_AGENT, reason=f"{task_id}: {_purpose(action)}")
         instruction = (
             f"{task_id}: {_purpose(action)}. Use {action.tool} with arguments "
             f"{json.dumps(dict(action.arguments))}."
         )
-        with self.run.sub_agent(REMEDIATOR_AGENT, task=instruction) as sub:
+        with self._run.sub_agent(REMEDIATOR_AGENT, task=instruction) as sub:
             remediator = _ScriptedAgent(
-                sub, self._cluster, self._tally, system=REMEDIATOR_SYSTEM, task=instruction,
-                call_id_seed=f"{self._call_id_seed}/{REMEDIATOR_AGENT}", reasoning_spans=True,
+                sub,
+                self._cluster,
+                self._tally,
+                system=REMEDIATOR_SYSTEM,
+                task=instruction,
+                call_id_seed=f"{self._call_id_seed}/{REMEDIATOR_AGENT}",
+                reasoning_spans=True,
             )
             result = remediator.act(
                 f"The instruction is explicit. I will call {action.tool} to {_purpose(action)}.", action
@@ -1070,7 +1140,7 @@ class _ScriptedAgent:
         """One LLM call; returns the id of the tool call it requested ("" when none)."""
         if self._max_iterations is not None and self._iterations >= self._max_iterations:
             raise MaxIterationsExceeded(
-                f"{self.run.agent_name} reached max iterations ({self._max_iterations}) "
+                f"{self._run.agent_name} reached max iterations ({self._max_iterations}) "
                 "without a final answer"
             )
         self._iterations += 1
@@ -1082,28 +1152,35 @@ class _ScriptedAgent:
             call_id = f"call_{digest.hexdigest()}"
             tool_calls = [{"id": call_id, "name": action.tool, "arguments": dict(action.arguments)}]
         output_chars = len(thought) + len(text or "") + sum(len(json.dumps(c)) for c in tool_calls)
-        with self.run.chat(input_messages=self.history, system_instructions=self._system) as chat:
+        with self._run.chat(input_messages=self._history, system_instructions=self._system) as chat:
             chat.set_response(
                 text=text,
                 reasoning=None if self._reasoning_spans else thought,
                 tool_calls=tool_calls,
                 finish_reason="tool_calls" if tool_calls else "stop",
-                input_tokens=_tokens_of(self._system) + sum(_tokens_of(json.dumps(m)) for m in self.history),
+                input_tokens=_tokens_of(self._system) + sum(_tokens_of(json.dumps(m)) for m in self._history),
                 output_tokens=max(1, output_chars // 4),
             )
         self._tally.spans += 1
         if self._reasoning_spans:
-            self.run.reasoning(thought)
+            self._run.reasoning(thought)
             self._tally.spans += 1
-        self.history.append({
-            "role": "assistant",
-            "content": text,
-            "tool_calls": [
-                {"id": c["id"], "type": "function",
-                 "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                for c in tool_calls
-            ],
-        } if tool_calls else {"role": "assistant", "content": text})
+        self._history.append(
+            {
+                "role": "assistant",
+                "content": text,
+                "tool_calls": [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                    }
+                    for c in tool_calls
+                ],
+            }
+            if tool_calls
+            else {"role": "assistant", "content": text}
+        )
         return call_id
 
 
@@ -1120,6 +1197,40 @@ def _clip(text: str) -> str:
 # --- what a run will do ------------------------------------------------------------------------
 
 
+# What the script can act out. A failed run needs one mode that makes it fail (a stall, an early
+# stop, or a fix never or wrongly verified); a successful run only the benign detours.
+SCRIPTED_MODES: Final = frozenset(
+    {"FM-1.3", "FM-1.4", "FM-1.5", "FM-2.3", "FM-2.6", "FM-3.1", "FM-3.2", "FM-3.3"}
+)
+_FAILING_MODES: Final = frozenset({"FM-1.5", "FM-3.1", "FM-3.2", "FM-3.3"})
+_SUCCESS_MODES: Final = frozenset({"FM-1.3", "FM-1.4", "FM-2.3"})
+# A stalled run never declares anything, and a fix is either never verified or verified wrongly.
+_EXCLUSIVE: Final = (frozenset({"FM-1.5", "FM-3.2"}), frozenset({"FM-1.5", "FM-3.1"}),
+                     frozenset({"FM-3.2", "FM-3.3"}))  # fmt: skip
+
+Verification = Literal["check", "none", "misread"]
+Stall = Literal["", "logs", "health"]
+
+
+def check_scriptable(profile: ModelProfile) -> None:
+    """Raise ValueError unless every mode set the profile can draw makes a coherent run."""
+    draws: tuple[tuple[bool, ModeDraw], ...] = ((True, profile.on_success), (False, profile.on_failure))
+    for succeeds, draw in draws:
+        for modes in draw.possible():
+            problem = ""
+            if not modes <= SCRIPTED_MODES:
+                problem = f"the script cannot act out {sorted(modes - SCRIPTED_MODES)}"
+            elif succeeds and not modes <= _SUCCESS_MODES:
+                problem = f"a successful run cannot show {sorted(modes - _SUCCESS_MODES)}"
+            elif not succeeds and not modes & _FAILING_MODES:
+                problem = f"nothing makes the run fail; add one of {sorted(_FAILING_MODES)}"
+            elif conflict := next((pair for pair in _EXCLUSIVE if pair <= modes), None):
+                problem = f"{' and '.join(sorted(conflict))} exclude each other"
+            if problem:
+                outcome = "successful" if succeeds else "failed"
+                raise ValueError(f"profile {profile.key!r}, {outcome} run with {sorted(modes)}: {problem}")
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     """A run's script, drawn before it starts; each field exists to exhibit (or avoid) a mode."""
@@ -1131,12 +1242,13 @@ class _Plan:
     investigation_depth: int  # how many investigation steps before acting
     repeat_at: int | None  # FM-1.3: investigation step repeated twice, back to back
     poll_health: bool  # FM-1.3 (benign): re-checks a healthy service twice more
-    truncate_at: int | None  # FM-1.4: after this investigation step the history is cut
+    detour_at: int | None  # after this investigation step come the detours below
+    loses_history: bool  # FM-1.4: the history is cut, then the agent lists the alerts again
     derail_to: tuple[tuple[str, str], ...]  # FM-2.3: unrelated (service, namespace) it wanders to
-    stall_on: str  # FM-1.5: "logs" or "health" loops until the iteration budget runs out; "" never
+    stall_on: Stall  # FM-1.5: loops on the logs or on the health check until the budget runs out
     keeps_acting: bool  # FM-1.5: keeps calling tools after declaring the incident resolved
     acts_against_reasoning: bool  # FM-2.6
-    verification: str  # "check", "none" (FM-3.2) or "misread" (FM-3.3)
+    verification: Verification  # "none" is FM-3.2, "misread" FM-3.3
     stops_early: bool  # FM-3.1: ends announcing a next step that never happens
     delegates_fix: bool  # the fix goes through a handoff to the remediator
     graded_late: bool
@@ -1149,7 +1261,8 @@ def _plan(profile: ModelProfile, incident: Incident, rng: random.Random) -> _Pla
     depth = len(incident.investigation)
     if profile.jumps_to_conclusions and not succeeds:
         depth = max(2, depth // 2)
-    stall_on, keeps_acting = "", False
+    stall_on: Stall = ""
+    keeps_acting = False
     if "FM-1.5" in modes:
         # A run that claims success keeps going after the claim; otherwise it loops until stopped.
         keeps_acting = "FM-3.3" in modes
@@ -1159,11 +1272,15 @@ def _plan(profile: ModelProfile, incident: Incident, rng: random.Random) -> _Pla
     if "FM-1.3" in modes and not (stall_on or keeps_acting):  # loops repeat on their own
         poll_health = succeeds and rng.random() < 0.5
         repeat_at = None if poll_health else rng.randrange(depth)
-    truncate_at = min(2, depth - 1) if "FM-1.4" in modes else None
+    detours = "FM-1.4" in modes or "FM-2.3" in modes
     derail_to = tuple(rng.sample(UNRELATED_SERVICES, 3)) if "FM-2.3" in modes else ()
     acts_against_reasoning = "FM-2.6" in modes
-    verification = "misread" if "FM-3.3" in modes else "none" if "FM-3.2" in modes else "check"
-    plan = _Plan(
+    verification: Verification = "check"
+    if "FM-3.3" in modes:
+        verification = "misread"
+    elif "FM-3.2" in modes:
+        verification = "none"
+    return _Plan(
         incident=incident,
         profile=profile,
         succeeds=succeeds,
@@ -1171,7 +1288,8 @@ def _plan(profile: ModelProfile, incident: Incident, rng: random.Random) -> _Pla
         investigation_depth=depth,
         repeat_at=repeat_at,
         poll_health=poll_health,
-        truncate_at=truncate_at,
+        detour_at=min(2, depth - 1) if detours else None,
+        loses_history="FM-1.4" in modes,
         derail_to=derail_to,
         stall_on=stall_on,
         keeps_acting=keeps_acting,
@@ -1184,11 +1302,6 @@ def _plan(profile: ModelProfile, incident: Incident, rng: random.Random) -> _Pla
         graded_late=rng.random() < LATE_GRADING_RATE,
         grader_knows_root_span=rng.random() < 0.5,
     )
-    if not succeeds and not (plan.stall_on or verification != "check" or plan.stops_early):
-        raise AssertionError(
-            f"profile {profile.key!r} drew {sorted(modes)} for a failed run: none of them makes it fail"
-        )
-    return plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -1215,15 +1328,18 @@ def _work_incident(agent: _ScriptedAgent, plan: _Plan, task_id: str) -> _Conclus
         finding = step.finding
         if index == plan.repeat_at:
             for doubt in ("The output looks cut off", "That still looks incomplete"):
-                agent.act(f"{doubt}; I will call {step.action.tool} again with the same arguments.",
-                          step.action)
-        if index == plan.truncate_at:
-            agent.forget(keep=2)
-            finding = "I no longer have the alerts or the task details in my context"
+                agent.act(
+                    f"{doubt}; I will call {step.action.tool} again with the same arguments.", step.action
+                )
+        if index == plan.detour_at:
+            if plan.loses_history:
+                agent.forget(keep=2)
+                finding = "I no longer have the alerts or the task details in my context"
             if plan.derail_to:
                 finding = _wander_off(agent, plan.derail_to, finding)
-            agent.act(_announce(finding, alerts, f"see again what is firing in {namespace}"), alerts)
-            finding = alerts_finding
+            if plan.loses_history:
+                agent.act(_announce(finding, alerts, f"see again what is firing in {namespace}"), alerts)
+                finding = alerts_finding
 
     if plan.stall_on == "logs":
         logs = next(step.action for step in steps if step.action.tool == "search_logs")
@@ -1234,18 +1350,26 @@ def _work_incident(agent: _ScriptedAgent, plan: _Plan, task_id: str) -> _Conclus
     lead = f"{_sentence(finding)} Root cause: {diagnosis.fault}."
     if plan.acts_against_reasoning:
         refusal = _REFUSALS.get(remedy.tool, f"call {remedy.tool}")
-        agent.act(f"{lead} We should not {refusal} here; I will call {incident.fix.tool} to "
-                  f"{_purpose(incident.fix)}.", remedy)
+        agent.act(
+            f"{lead} We should not {refusal} here; I will call {incident.fix.tool} to "
+            f"{_purpose(incident.fix)}.",
+            remedy,
+        )
         finding = f"I {_done(remedy)}"
     elif plan.delegates_fix:
-        report = agent.delegate(f"{lead} The {REMEDIATOR_AGENT} agent applies changes in this cluster, "
-                                f"so I hand it the fix: {_purpose(remedy)}.", remedy, task_id)
+        report = agent.delegate(
+            f"{lead} The {REMEDIATOR_AGENT} agent applies changes in this cluster, "
+            f"so I hand it the fix: {_purpose(remedy)}.",
+            remedy,
+            task_id,
+        )
         finding = f"The {REMEDIATOR_AGENT} reports: {report}"
     else:
         agent.act(f"{lead} Next I will call {remedy.tool} to {_purpose(remedy)}.", remedy)
         finding = f"I {_done(remedy)} and the change is rolling out"
 
     health = Action("check_service_health", {"namespace": namespace, "service": service})
+    status = ""
     if plan.verification != "none":
         checked = agent.act(_announce(finding, health), health)
         status = str(checked.output.get("status", "")) if isinstance(checked.output, Mapping) else ""
@@ -1253,16 +1377,25 @@ def _work_incident(agent: _ScriptedAgent, plan: _Plan, task_id: str) -> _Conclus
             for _ in range(2):
                 agent.act("Let me call check_service_health once more to be sure the result holds.", health)
         if plan.stall_on == "health":
-            _loop(agent, health, f"{service} still reports {status}; the change may need more time. "
-                                 "Let me call check_service_health again.")
+            _loop(
+                agent,
+                health,
+                f"{service} still reports {status}; the change may need more time. "
+                "Let me call check_service_health again.",
+            )
 
-    answer = _final_answer(plan, diagnosis, remedy)
+    answer = _final_answer(plan, diagnosis, remedy, status)
     if plan.keeps_acting:
         pods = incident.investigation[0].action
-        agent.act("The incident is handled. Still, I will call get_pod_status to look at the pods once more.",
-                  pods, text=answer)
-        for wording in ("Let me call check_service_health again to be thorough.",
-                        "Let me call check_service_health one more time."):
+        agent.act(
+            "The incident is handled. Still, I will call get_pod_status to look at the pods once more.",
+            pods,
+            text=answer,
+        )
+        for wording in (
+            "Let me call check_service_health again to be thorough.",
+            "Let me call check_service_health one more time.",
+        ):
             agent.act(wording, health)
         agent.answer("Same picture as before; repeating my summary.", answer)
     else:
@@ -1273,11 +1406,18 @@ def _work_incident(agent: _ScriptedAgent, plan: _Plan, task_id: str) -> _Conclus
 def _wander_off(agent: _ScriptedAgent, services: Sequence[tuple[str, str]], finding: str) -> str:
     """FM-2.3: without its context the agent checks services the incident never mentioned."""
     (first, first_ns), (second, _), (third, third_ns) = services[:3]
-    agent.act(_announce(f"{finding}. Symptoms like these often start in a shared dependency",
-                        pods := Action("get_pod_status", {"namespace": first_ns, "deployment": first})), pods)
+    agent.act(
+        _announce(
+            f"{finding}. Symptoms like these often start in a shared dependency",
+            pods := Action("get_pod_status", {"namespace": first_ns, "deployment": first}),
+        ),
+        pods,
+    )
     logs = Action("search_logs", {"service": second, "query": "connection refused", "since": "1h"})
-    agent.act(_announce(f"The {first} pods look fine", logs,
-                        f"search the {second} logs for connection problems"), logs)
+    agent.act(
+        _announce(f"The {first} pods look fine", logs, f"search the {second} logs for connection problems"),
+        logs,
+    )
     health = Action("check_service_health", {"namespace": third_ns, "service": third})
     agent.act(_announce(f"Nothing conclusive in the {second} logs", health), health)
     return f"{third} is fine as well, and none of this explains the incident"
@@ -1289,13 +1429,16 @@ def _loop(agent: _ScriptedAgent, action: Action, thought: str) -> None:
         agent.act(thought, action)
 
 
-def _final_answer(plan: _Plan, diagnosis: Diagnosis, remedy: Action) -> str:
+def _final_answer(plan: _Plan, diagnosis: Diagnosis, remedy: Action, status: str) -> str:
+    """The report; `status` is what the last health check said ("" when there was none)."""
     service = plan.incident.service
     lines = [f"Root cause: {diagnosis.fault} ({diagnosis.entity}).", f"Remediation: {_done(remedy)}."]
-    if plan.verification == "check":
+    if plan.verification == "check" and status == "healthy":
         lines.append(
             f"Verification: check_service_health reports {service} healthy with every check passing."
         )
+    elif plan.verification == "check":
+        lines.append(f"Verification: check_service_health still reports {service} {status}.")
     elif plan.verification == "misread":
         lines.append(f"Verification: confirmed, {service} is healthy again and all checks pass.")
     if plan.stops_early:
@@ -1333,7 +1476,6 @@ def _grade(
 # --- the entry point ---------------------------------------------------------------------------
 
 _INCIDENTS_SINCE = datetime(2025, 3, 3, 0, 0, tzinfo=timezone.utc)
-INCIDENT_ATTRIBUTE: Final = "mast.demo.incident"
 
 
 @dataclass(frozen=True, slots=True)
@@ -1346,20 +1488,28 @@ class _LateGrade:
 
 
 def run_demo_agents(
-    *, runs: int, seed: int, on_run_done: Callable[[RunSummary], None] | None = None
+    *,
+    runs: int,
+    seed: int,
+    on_run_done: Callable[[RunSummary], None] | None = None,
+    profiles: Sequence[ModelProfile] = PROFILES,
 ) -> list[RunSummary]:
     """Emit `runs` scripted triage runs through `mast_otel.sdk` (configure it first); same seed, same runs.
 
-    Profiles take turns. About `LATE_GRADING_RATE` of the outcomes are recorded by a "grader"
-    `GRADING_DELAY_RUNS` runs after their run ended (all of them before this returns);
-    `on_run_done` is called as each run's own spans have ended.
+    The profiles take turns; each must pass `check_scriptable`. About `LATE_GRADING_RATE` of the
+    outcomes are recorded by a "grader" `GRADING_DELAY_RUNS` runs after their run ended (all of
+    them before this returns). `on_run_done` is called as each run's own spans have ended.
     """
     if runs < 0:
         raise ValueError(f"runs must be >= 0, got {runs}")
+    if not profiles:
+        raise ValueError("at least one profile is needed")
+    for profile in profiles:
+        check_scriptable(profile)
     summaries: list[RunSummary] = []
     late: list[_LateGrade] = []
     for index in range(runs):
-        summary, grade = _run_once(index, seed)
+        summary, grade = _run_once(index, seed, profiles[index % len(profiles)])
         if grade is not None:
             late.append(grade)
         late = _record_due(late, index)
@@ -1381,9 +1531,8 @@ def _record_due(late: list[_LateGrade], index: int | None) -> list[_LateGrade]:
     return waiting
 
 
-def _run_once(index: int, seed: int) -> tuple[RunSummary, _LateGrade | None]:
+def _run_once(index: int, seed: int, profile: ModelProfile) -> tuple[RunSummary, _LateGrade | None]:
     rng = random.Random(f"mast-otel-demo/{seed}/{index}")
-    profile = PROFILES[index % len(PROFILES)]
     incident = rng.choice(CATALOGUE)
     plan = _plan(profile, incident, rng)
     now = _INCIDENTS_SINCE + timedelta(minutes=rng.randrange(60 * 24 * 28))
@@ -1410,8 +1559,15 @@ def _run_once(index: int, seed: int) -> tuple[RunSummary, _LateGrade | None]:
         ) as run:
             trace_id, root_span_id = run.trace_id, run.span_id
             run.message(f"Picked up {task_id}: {incident.title} in {incident.namespace}. Investigating.")
-            agent = _ScriptedAgent(run, cluster, tally, system=TRIAGE_SYSTEM, task=task,
-                                   call_id_seed=f"{seed}/{index}", max_iterations=MAX_ITERATIONS)
+            agent = _ScriptedAgent(
+                run,
+                cluster,
+                tally,
+                system=TRIAGE_SYSTEM,
+                task=task,
+                call_id_seed=f"{seed}/{index}",
+                max_iterations=MAX_ITERATIONS,
+            )
             stopped: MaxIterationsExceeded | None = None
             try:
                 conclusion = _work_incident(agent, plan, task_id)
@@ -1429,8 +1585,13 @@ def _run_once(index: int, seed: int) -> tuple[RunSummary, _LateGrade | None]:
     grade = None
     if plan.graded_late:
         tally.spans += 1
-        grade = _LateGrade(index + GRADING_DELAY_RUNS, trace_id,
-                           root_span_id if plan.grader_knows_root_span else None, outcome, score)
+        grade = _LateGrade(
+            index + GRADING_DELAY_RUNS,
+            trace_id,
+            root_span_id if plan.grader_knows_root_span else None,
+            outcome,
+            score,
+        )
     summary = RunSummary(
         trace_id=trace_id,
         model=profile.model,

@@ -9,8 +9,9 @@ synthetic traces for a real model's.
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -44,6 +45,15 @@ class ModeDraw:
         """The fewest and most distinct modes a draw can give."""
         fewest = len(self.always) + (1 if self.one_of else 0)
         return fewest, fewest + len(self.maybe)
+
+    def possible(self) -> Iterator[frozenset[str]]:
+        """Every set of modes `draw` can return."""
+        optional = sorted(self.maybe)
+        choices: list[tuple[str, ...]] = [(code,) for code in self.one_of] or [()]
+        for chosen in choices:
+            for size in range(len(optional) + 1):
+                for extra in itertools.combinations(optional, size):
+                    yield frozenset((*self.always, *chosen, *extra))
 
     def draw(self, rng: random.Random) -> frozenset[str]:
         picked = set(self.always)

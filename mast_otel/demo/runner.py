@@ -113,7 +113,8 @@ def _epilogue(
         f"\n[dim]{len(summaries)} runs, {spans} spans, {findings} findings stored in {elapsed:.1f}s; "
         f"{late} outcomes were attached after their run ended. All data is synthetic.[/]"
     )
-    console.print(f"""
+    console.print(
+        f"""
 [bold]Your data[/]: {data_dir}
   mast-otel analyze --store {data_dir}            the same analysis again (add --json for scripts)
 
@@ -130,4 +131,6 @@ def _epilogue(
           tool.set_result(pods)
       run.set_outcome("success", score=0.9)       # or later: sdk.record_outcome(trace_id, ...)
 
-Already using OpenTelemetry GenAI instrumentation? Point its OTLP exporter at the collector.""")
+Already using OpenTelemetry GenAI instrumentation? Point its OTLP exporter at the collector.""",
+        soft_wrap=True,  # commands and code must stay copy-pasteable on narrow terminals
+    )

@@ -156,6 +156,11 @@ def _span_row(span: Span) -> tuple[Any, ...]:
     )
 
 
+def span_columns(spans: Sequence[Span]) -> list[list[Any]]:
+    """`otel_traces` columns (in `schema.TRACES.insert_columns` order) for these spans."""
+    return _columns([_span_row(span) for span in spans], len(TRACES.insert_columns))
+
+
 def _turn_tuple(turn: Turn) -> tuple[Any, ...]:
     tool = turn.tool
     return (

@@ -35,7 +35,7 @@ def unique(turns: Iterable[Turn]) -> list[Turn]:
 
 
 def steps(turns: Iterable[Turn], limit: int = 6) -> str:
-    """ "3, 7, 9" or "3, 7, 9, … (12 steps)" for an explanation."""
+    """Step numbers for an explanation: "3, 7, 9", or "3, 7, 9, … (12 steps)" past `limit`."""
     indexes = [str(turn.index) for turn in turns]
     if len(indexes) <= limit:
         return ", ".join(indexes)

@@ -65,7 +65,8 @@ class TaskDerailment:
                 else:
                     stretch = []
                 if len(stretch) > len(worst):
-                    worst = list(stretch)
+                    # Shared, not copied: a reset binds `stretch` to a new list and leaves `worst` intact.
+                    worst = stretch
             if turn.tool.result:
                 known |= entity_tokens(turn.tool.result) - entity_tokens(" ".join(entities))
         if len(worst) < self.min_stretch:

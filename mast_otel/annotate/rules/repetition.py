@@ -4,8 +4,9 @@ Signal (structural first): tool calls keyed by name + canonical arguments (JSON 
 whitespace collapsed). It fires when one key is called `min_repeats` (3) or more times in the run, or
 when two consecutive calls share a key *and* came back with the same result (or the same error): the
 second call learnt nothing. Lexically, it also fires when an agent says an (almost) identical message
-again (same lower-cased words, or >= 90% word overlap with its own previous message), ignoring
-messages shorter than `min_message_words`.
+again (same lower-cased words, or >= 90% word overlap with its own previous message) after a tool
+call or another speaker came in between, ignoring messages shorter than `min_message_words` (an
+agent's final output recorded twice, by its last LLM call and by its agent span, is no repeat).
 
 Evidence: the most repeated call's steps (first one first), then the other repeated steps.
 
@@ -98,27 +99,44 @@ class StepRepetition:
         )
 
     def _repeated_messages(self, conversation: Conversation) -> list[Turn]:
-        """Messages an agent already said: exact after normalisation, or near-identical to its last one."""
+        """Messages an agent already said: exact after normalisation, or near-identical to its last one.
+
+        A copy counts only when something happened since the first one (a tool call, or another
+        speaker): an agent's final output often shows up twice, from its last LLM call and from its
+        agent span, with at most its own reasoning in between; that is not the agent repeating itself.
+        """
         seen: dict[tuple[str, str], Turn] = {}
-        last_words: dict[str, tuple[Turn, frozenset[str]]] = {}
+        last_message: dict[str, tuple[Turn, frozenset[str]]] = {}
+        last_turn_of: dict[str, int] = {}  # per speaker, the step of its latest turn
+        last_call = -1
         echoes: list[Turn] = []
+
+        def happened_since(agent: str, step: int) -> bool:
+            return last_call > step or any(
+                index > step for speaker, index in last_turn_of.items() if speaker != agent
+            )
+
         for turn in conversation.turns:
-            if turn.kind is not TurnKind.AGENT_MESSAGE:
-                continue
-            tokens = turn.content[:MAX_SCAN_CHARS].lower().split()
-            if len(tokens) < self.min_message_words:
-                continue
-            normalised = " ".join(tokens)
-            original = seen.get((turn.agent, normalised))
-            vocabulary = frozenset(tokens[:_MAX_MESSAGE_WORDS])
-            previous = last_words.get(turn.agent)
-            if original is not None:
-                echoes.extend((original, turn))
-            elif previous is not None and _overlap(previous[1], vocabulary) >= self.near_duplicate_overlap:
-                echoes.extend((previous[0], turn))
-            else:
-                seen[(turn.agent, normalised)] = turn
-            last_words[turn.agent] = (turn, vocabulary)
+            if turn.tool is not None:
+                last_call = turn.index
+            elif turn.kind is TurnKind.AGENT_MESSAGE:
+                tokens = turn.content[:MAX_SCAN_CHARS].lower().split()
+                if len(tokens) >= self.min_message_words:
+                    vocabulary = frozenset(tokens[:_MAX_MESSAGE_WORDS])
+                    original = seen.setdefault((turn.agent, " ".join(tokens)), turn)
+                    previous = last_message.get(turn.agent)
+                    last_message[turn.agent] = (turn, vocabulary)
+                    if original is not turn and happened_since(turn.agent, original.index):
+                        echoes.extend((original, turn))
+                    elif (
+                        previous is not None
+                        and original is turn
+                        and happened_since(turn.agent, previous[0].index)
+                        and _overlap(previous[1], vocabulary) >= self.near_duplicate_overlap
+                    ):
+                        echoes.extend((previous[0], turn))
+            if turn.tool is None:
+                last_turn_of[turn.agent] = turn.index
         return unique(echoes)
 
 
