@@ -54,6 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:
+        # The CLI says what failed and what to do; the drivers' retry chatter only buries that.
+        # (clickhouse-connect sets urllib3's level when imported, so import it first.)
+        import clickhouse_connect.driver.httputil  # noqa: F401
+
+        for noisy in ("urllib3", "clickhouse_connect"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
     if not getattr(args, "handler", None):
         parser.print_help()
         return EXIT_USAGE

@@ -23,7 +23,7 @@ def open_query_source(target: str | Path, database: str = "mast") -> Iterator[Qu
     text = str(target)
     if not text.startswith(_SERVER_SCHEMES):
         data_dir = Path(text.removeprefix("chdb://")).expanduser().resolve()
-        if not data_dir.is_dir():
+        if not data_dir.is_dir() or not any(data_dir.iterdir()):
             raise StoreError(
                 f"no data at {data_dir}: run `mast-otel demo --data {data_dir}` or point a collector at it "
                 f"(`mast-otel collector --store {data_dir}`) first"

@@ -1,1 +1,1 @@
-"""demo stage."""
+"""`mast-otel demo`: synthetic SRE agents, instrumented with the SDK, through a real collector."""

@@ -129,7 +129,19 @@ def _attribute_map(attributes: Attributes) -> dict[str, str]:
 # --- rows ----------------------------------------------------------------------------------------
 
 
-def _span_row(span: Span) -> tuple[Any, ...]:
+def _span_rows(spans: Sequence[Span]) -> list[tuple[Any, ...]]:
+    # Spans of one export share one Resource object: stringify its attributes once, not per span.
+    resources: dict[int, dict[str, str]] = {}
+    rows = []
+    for span in spans:
+        resource = resources.get(id(span.resource))
+        if resource is None:
+            resource = resources[id(span.resource)] = _attribute_map(span.resource.attributes)
+        rows.append(_span_row(span, resource))
+    return rows
+
+
+def _span_row(span: Span, resource_attributes: dict[str, str]) -> tuple[Any, ...]:
     return (
         span.start_ns,
         span.trace_id,
@@ -139,7 +151,7 @@ def _span_row(span: Span) -> tuple[Any, ...]:
         span.name,
         span.kind.value,
         span.service_name,
-        _attribute_map(span.resource.attributes),
+        resource_attributes,
         span.scope_name,
         span.scope_version,
         _attribute_map(span.attributes),
@@ -158,7 +170,7 @@ def _span_row(span: Span) -> tuple[Any, ...]:
 
 def span_columns(spans: Sequence[Span]) -> list[list[Any]]:
     """`otel_traces` columns (in `schema.TRACES.insert_columns` order) for these spans."""
-    return _columns([_span_row(span) for span in spans], len(TRACES.insert_columns))
+    return _columns(_span_rows(spans), len(TRACES.insert_columns))
 
 
 def _turn_tuple(turn: Turn) -> tuple[Any, ...]:
@@ -510,7 +522,7 @@ class ClickHouseStore:
         return QueryResult(tuple(result.column_names), tuple(tuple(row) for row in result.result_rows))
 
     def insert_spans(self, spans: Sequence[Span]) -> None:
-        rows = [_span_row(span) for span in spans]
+        rows = _span_rows(spans)
         self._insert(TRACES, rows, ((s.trace_id, s.span_id) for s in spans))
 
     def insert_runs(self, runs: Sequence[AnnotatedRun]) -> None:
