@@ -1,4 +1,4 @@
-"""Tests of the demo's scripted SRE agents (mast_otel.demo.agents / profiles): determinism, the
+"""Tests of the demo's scripted SRE agents (mast_otel.demo.agents / incidents / profiles): determinism, the
 outcome mix of each profile, the shape of every emitted span, late outcomes, and that each run
 really exhibits the failure modes it claims (structurally, and as the rule detectors see it)."""
 
@@ -23,18 +23,14 @@ from mast_otel import sdk
 from mast_otel import semconv as sc
 from mast_otel.conversation.model import Outcome
 from mast_otel.demo.agents import (
-    CATALOGUE,
     MAX_ITERATIONS,
     REMEDIATOR_AGENT,
     TRIAGE_AGENT,
-    UNRELATED_SERVICES,
-    Action,
-    Incident,
     RunSummary,
-    SimulatedCluster,
     check_scriptable,
     run_demo_agents,
 )
+from mast_otel.demo.incidents import CATALOGUE, UNRELATED_SERVICES, Action, Incident, SimulatedCluster
 from mast_otel.demo.profiles import PROFILES, ModeDraw, ModelProfile, profile
 from mast_otel.spans import Span
 
