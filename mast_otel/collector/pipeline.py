@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from mast_otel.annotate.base import AnnotatedRun, Annotator
+from mast_otel.annotate.run import annotate_run
 from mast_otel.collector.assembly import CompletedTrace, TraceAssembler
 from mast_otel.conversation.model import OutcomeReport
 from mast_otel.conversation.rebuild import is_outcome_only, outcome_reports, rebuild
@@ -197,7 +198,7 @@ class Pipeline:
             self._count("rebuild_errors")
             return None
         try:
-            findings = tuple(self._annotator.annotate(conversation))
+            return annotate_run(conversation, self._annotator)
         except Exception:
             log.exception(
                 "annotator %s failed on trace %s; storing the run without findings",
@@ -205,8 +206,7 @@ class Pipeline:
                 trace.trace_id,
             )
             self._count("annotate_errors")
-            findings = ()
-        return AnnotatedRun(conversation, findings, version=time.time_ns())
+            return AnnotatedRun(conversation, (), version=time.time_ns())
 
     def _add_late(self, spans: Sequence[Span]) -> None:
         # Caller holds the lock. Late outcome reports update the run; other late spans are kept as raw

@@ -1,0 +1,16 @@
+"""Annotating one run: the step shared by the collector's pipeline and the file importers."""
+
+from __future__ import annotations
+
+import time
+
+from mast_otel.annotate.base import AnnotatedRun, Annotator
+from mast_otel.conversation.model import Conversation
+
+
+def annotate_run(
+    conversation: Conversation, annotator: Annotator, *, version: int | None = None
+) -> AnnotatedRun:
+    """Run the annotator over one conversation. Errors propagate: callers decide what a failure costs."""
+    findings = tuple(annotator.annotate(conversation))
+    return AnnotatedRun(conversation, findings, version=time.time_ns() if version is None else version)
