@@ -34,10 +34,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from mast_otel import sdk
 from mast_otel.collector.assembly import AssemblyConfig
+from mast_otel.collector.config import loopback
 from mast_otel.collector.decode import TraceDecoder
 from mast_otel.collector.pipeline import PipelineConfig
-from mast_otel.collector.receiver_grpc import GrpcReceiverConfig
-from mast_otel.collector.service import Collector, CollectorConfig
+from mast_otel.collector.service import Collector
 from mast_otel.store.clickhouse import open_store, span_columns
 from mast_otel.store.schema import TRACES
 
@@ -86,11 +86,11 @@ def generate_requests(target_spans: int, seed: int, batch: int = 512) -> tuple[l
 
 
 def measure_e2e(requests: list[bytes], data_dir: Path, senders: int = 2) -> tuple[float, int, int]:
-    config = CollectorConfig(
-        store=str(data_dir),
+    config = loopback(
+        str(data_dir),
         database="e2e",
-        grpc=GrpcReceiverConfig(endpoint="127.0.0.1:0"),
-        admin_endpoint="",
+        http=False,
+        admin=False,
         assembly=AssemblyConfig(grace_s=0.2, max_wait_s=30.0),
         pipeline=PipelineConfig(max_in_flight_spans=1_000_000),
     )

@@ -222,7 +222,8 @@ def test_profiles_json_has_the_documented_shape(store: ClickHouseStore) -> None:
     document = profiles_to_json(compute_profiles(store))
     assert list(document) == ["models"]
     alpha = document["models"][0]
-    assert list(alpha) == ["model", "runs", "success_rate", "mean_score", "modes_per_failed_run", "modes"]
+    # The documented keys come first, in order; later issues only add keys after them.
+    assert list(alpha)[:6] == ["model", "runs", "success_rate", "mean_score", "modes_per_failed_run", "modes"]
     assert (alpha["model"], alpha["runs"], alpha["success_rate"], alpha["modes_per_failed_run"]) == (
         "alpha",
         4,
@@ -230,13 +231,16 @@ def test_profiles_json_has_the_documented_shape(store: ClickHouseStore) -> None:
         2.5,
     )
     assert list(alpha["modes"]) == list(CODES)
-    assert alpha["modes"]["FM-1.3"] == {
-        "name": "Step repetition",
-        "success_prevalence": 0.5,
-        "failure_prevalence": 0.5,
-        "relative_increase": 0.0,
-        "prior": "benign",
-    }
+    assert (
+        alpha["modes"]["FM-1.3"].items()
+        >= {
+            "name": "Step repetition",
+            "success_prevalence": 0.5,
+            "failure_prevalence": 0.5,
+            "relative_increase": 0.0,
+            "prior": "benign",
+        }.items()
+    )
     assert alpha["modes"]["FM-3.3"]["prior"] == "fatal"
     assert document["models"][1]["mean_score"] is None
 
@@ -269,14 +273,15 @@ def test_render_shows_prevalence_relative_increase_and_prior(store: ClickHouseSt
     assert "Runs by model" in text
     assert rows(text, "alpha") == [["alpha", "4", "2", "2", "50.0%", "0.50", "2.5"]]
     assert rows(text, "beta") == [["beta", "4", "2", "1", "66.7%", "—", "2.0"]]
-    assert rows(text, "FM-1.3") == [
+    # The first six columns; the odds ratio, p and verdict that follow are tested in test_analysis_stats.
+    assert [cells[:6] for cells in rows(text, "FM-1.3")] == [
         ["FM-1.3", "Step repetition", "50% (1/2)", "50% (1/2)", "0%", "benign"],
         ["FM-1.3", "Step repetition", "50% (1/2)", "100% (1/1)", "+100%", "benign"],
     ]
-    assert rows(text, "FM-3.3") == [
+    assert [cells[:6] for cells in rows(text, "FM-3.3")] == [
         ["FM-3.3", "Incorrect verification", "0% (0/2)", "100% (2/2)", "only in failed", "fatal"],
     ]  # beta's FM-3.3 run had no known outcome: not a row of its table
-    assert rows(text, "FM-3.2") == [
+    assert [cells[:6] for cells in rows(text, "FM-3.2")] == [
         ["FM-3.2", "No or incomplete verification", "0% (0/2)", "100% (1/1)", "only in failed", "—"],
     ]
 

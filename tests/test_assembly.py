@@ -50,20 +50,45 @@ def test_trace_without_root_released_after_max_wait() -> None:
     assert trace.reason is ReleaseReason.MAX_WAIT and len(trace.spans) == 1
 
 
-def test_duplicates_dropped_before_and_after_release_and_late_spans_reported() -> None:
+def test_duplicates_dropped_before_and_after_release() -> None:
     clock = Clock()
     assembler = TraceAssembler(AssemblyConfig(grace_s=0.0, max_wait_s=5.0), clock=clock)
     root = span(T1, "invoke_agent a", 1, 9)
     first = assembler.add([root, root])
-    assert (first.accepted, first.duplicates) == (1, 1)
+    assert (first.accepted, first.duplicates) == ((root,), 1)
     [released] = assembler.release_due()
-    assert len(released.spans) == 1
+    assert released.spans == (root,)
     again = assembler.add([root])
-    assert (again.accepted, again.duplicates, again.late) == (0, 1, ())
+    assert (again.accepted, again.duplicates) == ((), 1)
+    assert assembler.trace_count == 0
+
+
+def test_late_span_starts_a_late_trace_released_after_grace() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblyConfig(grace_s=2.0, max_wait_s=60.0), clock=clock)
+    root = span(T1, "invoke_agent a", 1, 9)
+    assembler.add([root])
+    clock.now += 2.0
+    assembler.release_due()
     straggler = span(T1, "execute_tool t", 2, 3, parent=root.span_id)
-    late = assembler.add([straggler])
-    assert late.late == (straggler,) and late.accepted == 0
-    assert assembler.add([straggler]).duplicates == 1  # the late span is now remembered too
+    assert assembler.add([straggler]).accepted == (straggler,)
+    clock.now += 1.9
+    assert assembler.release_due() == []
+    clock.now += 0.2  # a late trace waits the grace period, not max_wait: its root came long ago
+    [late] = assembler.release_due()
+    assert late.reason is ReleaseReason.LATE and late.spans == (straggler,)
+    assert assembler.add([straggler, root]).duplicates == 2  # both remembered now
+
+
+def test_clear_forgets_pending_and_remembered() -> None:
+    assembler = TraceAssembler(AssemblyConfig(grace_s=0.0, max_wait_s=5.0), clock=Clock())
+    root = span(T1, "invoke_agent a", 1, 9)
+    assembler.add([root])
+    assembler.release_due()
+    assembler.add([span(T2, "chat", 1, 2, parent="0000000000000abc")])
+    assert assembler.clear() == 1
+    assert assembler.trace_count == 0 and assembler.span_count == 0
+    assert assembler.add([root]).accepted == (root,)  # replayed spans are not mistaken for duplicates
 
 
 def test_traces_are_independent_and_flush_releases_everything() -> None:

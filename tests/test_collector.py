@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -21,9 +22,10 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from spanfactory import agent_attrs, messages, output, span, to_request
 
 from mast_otel.collector.assembly import AssemblyConfig
+from mast_otel.collector.config import loopback
 from mast_otel.collector.pipeline import PipelineConfig
-from mast_otel.collector.receiver_grpc import GrpcReceiverConfig
-from mast_otel.collector.service import Collector, CollectorConfig
+from mast_otel.collector.service import Collector
+from mast_otel.collector.spool import SpoolConfig
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 T = "7a3c6e1f9b2d4c8e0f1a2b3c4d5e6f70"
@@ -31,11 +33,9 @@ T = "7a3c6e1f9b2d4c8e0f1a2b3c4d5e6f70"
 
 def make_collector(chdb_dir: Path, database: str, **pipeline: int) -> Collector:
     return Collector(
-        CollectorConfig(
-            store=str(chdb_dir),
+        loopback(
+            str(chdb_dir),
             database=database,
-            grpc=GrpcReceiverConfig(endpoint="127.0.0.1:0"),
-            admin_endpoint="127.0.0.1:0",
             assembly=AssemblyConfig(grace_s=0.2, max_wait_s=5.0),
             pipeline=PipelineConfig(flush_interval_s=0.05, **pipeline),
         )
@@ -238,3 +238,19 @@ def test_sigterm_flushes_everything_accepted(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["models"][0]["runs"] == 1
+
+
+def test_raw_span_writes_can_be_left_to_otelcol(chdb_dir: Path, database: str, tmp_path: Path) -> None:
+    config = loopback(
+        str(chdb_dir),
+        database=database,
+        assembly=AssemblyConfig(grace_s=0.1, max_wait_s=5.0),
+        pipeline=PipelineConfig(flush_interval_s=0.05),
+        spool=SpoolConfig(directory=str(tmp_path / "spool")),
+    )
+    config = replace(config, store=replace(config.store, write_raw_spans=False))
+    with Collector(config) as running:
+        export(running, to_request(small_run(T)).SerializeToString())
+        assert running.wait_idle(10)
+        assert count(running, "SELECT count() FROM mast_conversations FINAL") == 1
+        assert count(running, "SELECT count() FROM otel_traces") == 0

@@ -12,8 +12,14 @@ import pytest
 
 from mast_otel.annotate.base import Annotator, Finding
 from mast_otel.annotate.rules import (
+    ConversationReset,
+    DisobeyRoleSpecification,
+    DisobeyTaskSpecification,
+    FailToAskForClarification,
     HistoryLoss,
+    IgnoredOtherAgentsInput,
     IncorrectVerification,
+    InformationWithholding,
     NoVerification,
     PrematureTermination,
     ReasoningActionMismatch,
@@ -23,8 +29,20 @@ from mast_otel.annotate.rules import (
     UnawareOfTermination,
     default_detectors,
 )
-from mast_otel.annotate.rules._text import ActionKind, call_key, classify_call, find_failure_marker
+from mast_otel.annotate.rules._text import (
+    ActionKind,
+    EntityFinder,
+    call_key,
+    classify_call,
+    find_failure_marker,
+    find_success_claim,
+    forbidden_verbs,
+    sentence_words,
+    sentences,
+    words,
+)
 from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
+from mast_otel.taxonomy import CODES
 
 
 class Run:
@@ -709,5 +727,373 @@ def test_an_agent_output_recorded_twice_is_not_a_repetition() -> None:
         .say("sre", answer)  # the last LLM call's output
         .think("sre", "Reporting back.")
         .say("sre", answer)  # the same output, recorded again by the agent's span
+    )
+    assert StepRepetition().annotate(run.build()) == ()
+
+
+# --- shared helpers added for speed: same answers as the plain way ------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Revision 42 (payment-api:2.14.0) rolled out. We should NOT restart; instead I'll wait.\nNext: query",
+        "I don't know.  Why?  getLogs and HTTPServer said: ok",
+        "",
+    ],
+)
+def test_sentence_words_match_words_of_each_sentence(text: str) -> None:
+    assert sentence_words(text) == [w for w in (words(s) for s in sentences(text)) if w]
+
+
+def test_cues_return_matches_on_the_original_text() -> None:
+    text = "Status: VERIFIED — the Checkout service is Healthy again."
+    match = find_success_claim(text)
+    assert match is not None and match.group(0) == "VERIFIED"
+    assert text[match.start() : match.end()] == "VERIFIED"
+
+
+def test_failure_markers_are_found_whatever_their_case_and_place() -> None:
+    assert find_failure_marker("all good\n" * 500 + "Back-off: CrashLoopBackOff") is not None
+    assert find_failure_marker("HTTP/1.1 503 Service Unavailable") is not None
+    # a character whose lower case is longer (İ) shifts positions: the plain path takes over
+    assert find_failure_marker("İİİ request FAILED") is not None
+
+
+def test_entity_finder_finds_whole_identifiers_only() -> None:
+    finder = EntityFinder(["api", "billing-db", "shop"])
+    found = finder.find("the rapid shop/api of billing-db-0 is down", known=set())
+    assert found == {"api", "shop"}  # not inside "rapid", not "billing-db" inside "billing-db-0"
+    assert finder.find("shop and api", known={"shop"}) == {"api"}
+
+
+def test_forbidden_verbs_read_the_task_prohibitions() -> None:
+    task = "Find why checkout is slow. Do not restart any pods, never scale, and avoid deleting data."
+    assert forbidden_verbs(task) == {"restart", "scale", "delete"}
+    assert forbidden_verbs("Restart the pods if needed.") == frozenset()
+
+
+# --- FM-1.1 disobey task specification -------------------------------------------------------------
+
+
+def test_task_specification_fires_on_a_call_the_task_forbids() -> None:
+    run = (
+        Run("Investigate the checkout latency. Do not restart any pods.")
+        .call("sre", "get_pods", {"namespace": "shop"}, result=PODS_OK)
+        .call("sre", "restart_pod", {"pod": "checkout-7d9f"}, result="restarted")
+    )
+    finding = only(DisobeyTaskSpecification().annotate(run.build()), "FM-1.1")
+    assert finding.evidence.step_indexes == (1,)
+    assert finding.confidence == pytest.approx(0.75)
+    assert "restart" in finding.explanation
+
+
+def test_task_specification_fires_on_made_up_inputs() -> None:
+    run = (
+        Run("Compute the mean of the values in data.csv")
+        .call("analyst", "read_file", {"path": "data.csv"}, error="FileNotFoundError")
+        .say("analyst", "The file is missing. Let's assume we have the following values: 3, 5, 8.")
+        .say("analyst", "The mean of the hypothetical values is 5.33.")
+    )
+    finding = only(DisobeyTaskSpecification().annotate(run.build()), "FM-1.1")
+    assert finding.evidence.step_indexes == (1, 2)
+    assert finding.evidence.agent == "analyst"
+    assert finding.confidence == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        Run("Do not restart any pods.")
+        .call("sre", "get_pods", {}, result=PODS_OK)
+        .call("sre", "describe_pod", {"pod": "a"}, result="ok"),
+        Run("Compute the mean of data.csv").say(
+            "analyst", "Instead of using placeholder values, I will download the real file first."
+        ),
+        Run("Compute the mean of data.csv").say("analyst", "We should not assume anything; let me read it."),
+        Run("Restart the checkout pods.").call("sre", "restart_pod", {"pod": "a"}, result="restarted"),
+    ],
+)
+def test_task_specification_near_misses(run: Run) -> None:
+    assert DisobeyTaskSpecification().annotate(run.build()) == ()
+
+
+# --- FM-1.2 disobey role specification -------------------------------------------------------------
+
+
+def test_role_specification_fires_on_a_line_written_as_another_agent() -> None:
+    run = (
+        Run()
+        .say("planner", "Plan: migrate the table, then verify the row counts.")
+        .say("reviewer", "Looks reasonable to me.")
+        .say("planner", "Great.\nReviewer: I agree with the migration, we can ship it.")
+    )
+    finding = only(DisobeyRoleSpecification().annotate(run.build()), "FM-1.2")
+    assert finding.evidence.step_indexes == (2,)
+    assert finding.evidence.agent == "planner"
+    assert finding.confidence == pytest.approx(0.6)
+
+
+def test_role_specification_fires_on_an_agent_speaking_as_another_role() -> None:
+    run = (
+        Run()
+        .say("Tizin_Translation_Expert", "The translation is 'Maktay Zapple Pa'.")
+        .say("Verification_Expert", "As the Translation Expert, I confirm the translation is right.")
+    )
+    finding = only(DisobeyRoleSpecification().annotate(run.build()), "FM-1.2")
+    assert finding.evidence.step_indexes == (1,)
+    assert finding.confidence == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        # a roster describes the team; it does not speak for anyone
+        Run()
+        .say("planner", "The team:\nReviewer: an agent that reviews changes.\nCoder: writes the code.")
+        .say("reviewer", "Ready.")
+        .say("coder", "Ready."),
+        # one agent alone has nobody to impersonate
+        Run().say("planner", "Reviewer: I agree with myself."),
+        # speaking as itself
+        Run()
+        .say("Data_Analysis_Expert", "As the data analysis expert, I computed the mean.")
+        .say("Verification_Expert", "Checked."),
+    ],
+)
+def test_role_specification_near_misses(run: Run) -> None:
+    assert DisobeyRoleSpecification().annotate(run.build()) == ()
+
+
+# --- FM-2.1 conversation reset ------------------------------------------------------------------------
+
+TASK = "Find the root cause of the checkout latency spike in namespace shop and mitigate it safely"
+
+
+def test_conversation_reset_fires_when_the_task_is_restated_after_work() -> None:
+    run = (
+        Run(TASK)
+        .user(TASK)
+        .think("lead", f"We are working on the following request: {TASK}. Plan: check pods, then logs.")
+        .call("lead", "get_pods", {"namespace": "shop"}, result=PODS_OK)
+        .call("lead", "get_logs", {"pod": "checkout-7d9f"}, result="GET /cart 200")
+        .say("lead", "Nothing obvious so far.")
+        .think("lead", f"New plan. We are working on the following request: {TASK}.")
+    )
+    finding = only(ConversationReset().annotate(run.build()), "FM-2.1")
+    assert finding.evidence.step_indexes == (5,)
+    assert finding.confidence == pytest.approx(0.65)  # restated and announced ("new plan")
+
+
+def test_conversation_reset_fires_on_an_announced_restart() -> None:
+    run = (
+        Run(TASK)
+        .call("lead", "get_pods", {"namespace": "shop"}, result=PODS_OK)
+        .call("lead", "get_logs", {"pod": "a"}, result="ok")
+        .say("lead", "That went nowhere.")
+        .say("lead", "Let's start over from scratch with a different approach.")
+    )
+    finding = only(ConversationReset().annotate(run.build()), "FM-2.1")
+    assert finding.evidence.step_indexes == (3,)
+    assert finding.confidence == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        # restating the task at the start is how work begins
+        Run(TASK).user(TASK).think("lead", f"The request: {TASK}.").call("lead", "get_pods", {}, result="ok"),
+        # handing the task down to a sub-agent is delegation, not a reset
+        Run(TASK)
+        .call("lead", "get_pods", {}, result="ok")
+        .call("lead", "get_logs", {}, result="ok")
+        .call("lead", "get_events", {}, result="ok")
+        .say("lead", TASK, target_agent="worker"),
+    ],
+)
+def test_conversation_reset_near_misses(run: Run) -> None:
+    assert ConversationReset().annotate(run.build()) == ()
+
+
+# --- FM-2.2 fail to ask for clarification -----------------------------------------------------------
+
+
+def test_no_clarification_fires_on_a_guess_about_missing_information() -> None:
+    run = (
+        Run("How many tickets were sold last year?")
+        .say("analyst", "The year is not specified in the request, so I'll assume it means 2023.")
+        .call("analyst", "query_sales", {"year": 2023}, result="1200")
+    )
+    finding = only(FailToAskForClarification().annotate(run.build()), "FM-2.2")
+    assert finding.evidence.step_indexes == (0,)
+    assert finding.confidence == pytest.approx(0.5)
+    assert "not specified" in finding.explanation
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The year is not specified in the request. Which year do you mean?",  # it asks
+        "I'll assume the default region, as the runbook says.",  # nothing is missing
+        "The year is not specified, and I cannot proceed without it.",  # no guess
+    ],
+)
+def test_no_clarification_near_misses(text: str) -> None:
+    assert FailToAskForClarification().annotate(Run().say("analyst", text).build()) == ()
+
+
+# --- FM-2.4 information withholding ------------------------------------------------------------------
+
+
+def test_withholding_fires_when_a_failure_is_left_out_of_the_report() -> None:
+    run = (
+        Run()
+        .say("lead", "Worker, please check the health of checkout.")
+        .handoff("lead", "worker")
+        .call("worker", "check_health", {"service": "checkout"}, error="TimeoutError")
+        .say("worker", "I looked at the checkout service as asked; over to you.")
+        .say("lead", "Thanks, then we are done.")
+    )
+    finding = only(InformationWithholding().annotate(run.build()), "FM-2.4")
+    assert finding.evidence.step_indexes == (3, 2)
+    assert finding.evidence.agent == "worker"
+    assert "TimeoutError" in finding.explanation
+
+
+@pytest.mark.parametrize(
+    "report",
+    [
+        "The health check timed out, so I could not verify checkout.",  # reported
+        "Verified: checkout is healthy.",  # a false success claim is FM-3.3's
+    ],
+)
+def test_withholding_ignores_reported_failures(report: str) -> None:
+    run = (
+        Run()
+        .say("lead", "Worker, please check checkout.")
+        .call("worker", "check_health", {"service": "checkout"}, error="TimeoutError")
+        .say("worker", report)
+        .say("lead", "Thanks.")
+    )
+    assert InformationWithholding().annotate(run.build()) == ()
+
+
+def test_withholding_needs_somebody_to_withhold_from() -> None:
+    run = (
+        Run()
+        .call("sre", "check_health", {"service": "checkout"}, error="TimeoutError")
+        .say("sre", "Moving on to the next service.")
+    )
+    assert InformationWithholding().annotate(run.build()) == ()
+
+
+# --- FM-2.5 ignored other agent's input --------------------------------------------------------------
+
+
+def test_ignored_input_fires_on_the_same_call_after_a_correction() -> None:
+    run = (
+        Run()
+        .call("coder", "run_tests", {"path": "tests/"}, result="ImportError: no module named app")
+        .say("coder", "The tests fail on an import.")
+        .say("reviewer", "You should fix the import in app/__init__.py before running the tests again.")
+        .call("coder", "run_tests", {"path": "tests/"}, result="ImportError: no module named app")
+    )
+    finding = only(IgnoredOtherAgentsInput().annotate(run.build()), "FM-2.5")
+    assert finding.evidence.step_indexes == (3, 2, 0)
+    assert finding.evidence.agent == "coder"
+    assert finding.confidence == pytest.approx(0.5)
+
+
+def test_ignored_input_fires_on_the_same_answer_after_a_correction() -> None:
+    answer = "The answer is 42 because the table lists 42 entries for the year 2019 in total."
+    run = (
+        Run()
+        .say("solver", answer)
+        .say("checker", "That is wrong, please use the 2020 table instead.")
+        .say("solver", answer + " Final.")
+    )
+    finding = only(IgnoredOtherAgentsInput().annotate(run.build()), "FM-2.5")
+    assert finding.evidence.step_indexes == (2, 1, 0)
+    assert finding.confidence == pytest.approx(0.45)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        # the correction is followed
+        Run()
+        .call("coder", "run_tests", {"path": "tests/"}, result="ImportError")
+        .say("reviewer", "You should fix the import first.")
+        .call("coder", "edit_file", {"path": "app/__init__.py"}, result="ok"),
+        # the user is not another agent
+        Run()
+        .call("coder", "run_tests", {"path": "tests/"}, result="ImportError")
+        .user("You should fix the import first.")
+        .call("coder", "run_tests", {"path": "tests/"}, result="ImportError"),
+    ],
+)
+def test_ignored_input_near_misses(run: Run) -> None:
+    assert IgnoredOtherAgentsInput().annotate(run.build()) == ()
+
+
+# --- all 14 --------------------------------------------------------------------------------------------
+
+
+def test_the_default_detectors_cover_all_14_modes() -> None:
+    """One small run per mode, all through `RuleAnnotator`: every mode of the taxonomy is reachable."""
+    runs = {
+        "FM-1.1": Run("Do not restart pods.").call("a", "restart_pod", {"pod": "x"}, result="ok"),
+        "FM-1.2": Run().say("a", "Hi.").say("b", "Ok.").say("a", "b: I agree with everything."),
+        "FM-1.3": Run().call("a", "get_x", {"q": 1}, result="1").call("a", "get_x", {"q": 1}, result="1"),
+        "FM-1.4": Run().think("a", "x", context_size=12).think("a", "y", context_size=2),
+        "FM-1.5": Run().call("a", "get_x", {}, result="1").say("a", "The", finish_reason="length"),
+        "FM-2.1": Run(TASK)
+        .call("a", "get_x", {}, result="1")
+        .call("a", "get_y", {}, result="2")
+        .say("a", "Hmm.")
+        .say("a", "Let's start over from scratch."),
+        "FM-2.2": Run().say("a", "The year is not specified, so I'll assume 2023."),
+        "FM-2.3": Run("Checkout latency in namespace shop")
+        .call("a", "get_logs", {"service": "billing-db"}, result="ok")
+        .call("a", "describe", {"service": "billing-db"}, result="ok")
+        .call("a", "query", {"host": "db-17.internal"}, result="ok"),
+        "FM-2.4": Run()
+        .say("lead", "Check it.")
+        .call("w", "check", {}, error="TimeoutError")
+        .say("w", "Looked at it.")
+        .say("lead", "Thanks."),
+        "FM-2.5": Run()
+        .call("c", "run_tests", {"p": 1}, result="ImportError")
+        .say("c", "Fails.")
+        .say("r", "You should fix the import first.")
+        .call("c", "run_tests", {"p": 1}, result="ImportError"),
+        "FM-2.6": Run()
+        .call("a", "get_pods", {}, result="ok")
+        .think("a", "We should NOT restart the pod.")
+        .call("a", "restart_pod", {}, result="ok"),
+        "FM-3.1": Run().call("a", "get_pods", {}, result="ok").call("a", "get_logs", {"pod": "x"}),
+        "FM-3.2": Run()
+        .call("a", "restart_deployment", {}, result="restarted")
+        .say("a", "The issue is resolved."),
+        "FM-3.3": Run()
+        .call("a", "check_health", {}, error="TimeoutError")
+        .say("a", "The service is healthy."),
+    }
+    assert sorted(runs) == list(CODES)
+    annotator = RuleAnnotator()
+    for code, run in runs.items():
+        assert code in {f.mode.code for f in annotator.annotate(run.build())}, code
+
+
+def test_the_machinery_is_not_a_participant() -> None:
+    stock = "There is no code from the last message for me to execute; let the others continue."
+    run = (
+        Run()
+        .say("planner", "Let us compute it.")
+        .say("executor", stock)
+        .say("solver", "I think it is 42.")
+        .say("executor", stock)
+        .say("planner", "Agreed.")
+        .say("executor", stock)
     )
     assert StepRepetition().annotate(run.build()) == ()

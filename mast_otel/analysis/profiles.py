@@ -2,8 +2,9 @@
 
 `compute_profiles` runs the two queries of `queries.py` and returns typed profiles: success rate and
 mean score, distinct modes per failed run (surgical vs cascading failure) and, per MAST mode, its
-prevalence in successful vs failed runs with the relative increase, next to the study's prior.
-`profiles_to_json` gives the machine-readable form the CLI prints and reports embed.
+prevalence in successful vs failed runs with the relative increase, the odds ratio with its 95%
+interval, Fisher's exact p and a fatal / benign / inconclusive verdict (`stats.py`; the study's prior
+when data is thin). `profiles_to_json` gives the machine-readable form the CLI prints and reports embed.
 """
 
 from __future__ import annotations
@@ -14,9 +15,21 @@ from datetime import datetime
 from typing import Any
 
 from mast_otel import taxonomy
-from mast_otel.analysis.queries import GROUP_SUMMARY_SQL, MODE_PREVALENCE_SQL, Dimension, parameters
+from mast_otel.analysis.queries import (
+    CASCADE_MIN_MODES,
+    GROUP_SUMMARY_SQL,
+    MODE_PREVALENCE_SQL,
+    Dimension,
+    Scope,
+)
+from mast_otel.analysis.stats import ModeVerdict, Verdict, fisher_p, verdict
 from mast_otel.store.base import QuerySource
 from mast_otel.taxonomy import FailureMode, Prior
+
+_NOT_COMPUTED = ModeVerdict(Verdict.INCONCLUSIVE, True, "not computed")
+
+# Mean distinct modes per failed run: at most this is surgical, at least CASCADE_MIN_MODES cascading.
+SURGICAL_MAX_MODES = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +43,11 @@ class ModePrevalence:
     prior: Prior
     successes_with_mode: int = 0
     failures_with_mode: int = 0
+    odds_ratio: float | None = None  # of the mode in failed vs successful runs (Haldane-Anscombe on zeros)
+    odds_ratio_low: float | None = None  # 95% interval
+    odds_ratio_high: float | None = None
+    p_value: float | None = None  # Fisher's exact, two-sided
+    verdict: ModeVerdict = _NOT_COMPUTED
 
     @property
     def observed(self) -> bool:
@@ -49,6 +67,23 @@ class GroupProfile:
     modes_per_failed_run: float | None  # distinct modes, averaged over failed runs
     modes: tuple[ModePrevalence, ...]
     dimension: Dimension = Dimension.MODEL
+    cascading_share: float | None = None  # failed runs with CASCADE_MIN_MODES modes or more
+    fatal_mode_rate: float | None = None  # runs with at least one fatal mode (the scope's set)
+
+    @property
+    def failure_profile(self) -> str:
+        """ "surgical" (few modes per failed run), "cascading" (many), "mixed", or "" without failures."""
+        mean = self.modes_per_failed_run
+        if mean is None or not self.failures:
+            return ""
+        if mean <= SURGICAL_MAX_MODES:
+            return "surgical"
+        return "cascading" if mean >= CASCADE_MIN_MODES else "mixed"
+
+    def fatal_modes(self) -> tuple[ModePrevalence, ...]:
+        """Modes judged fatal, the strongest association first."""
+        fatal = [m for m in self.modes if m.verdict.verdict is Verdict.FATAL and m.observed]
+        return tuple(sorted(fatal, key=lambda m: (m.verdict.from_prior, -(m.odds_ratio or 0.0))))
 
     def mode(self, code: str) -> ModePrevalence:
         wanted = taxonomy.mode(code)
@@ -59,26 +94,24 @@ class GroupProfile:
 
 
 def compute_profiles(
-    source: QuerySource, by: Dimension | str = Dimension.MODEL, since: datetime | None = None
+    source: QuerySource,
+    by: Dimension | str = Dimension.MODEL,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    scope: Scope | None = None,
 ) -> list[GroupProfile]:
-    """Profiles of every group with runs since `since` (all runs when None), most runs first."""
-    dimension = Dimension.parse(by)
-    bindings = parameters(dimension, since)
+    """Profiles of every group with runs in [since, until) (all runs when None), most runs first.
+
+    `scope` (filters, fatal modes) wins over `by`, `since` and `until` when given.
+    """
+    if scope is None:
+        scope = Scope(Dimension.parse(by), since, until)
+    dimension = scope.by
+    bindings = scope.parameters()
     summaries = source.query(GROUP_SUMMARY_SQL, bindings).dicts()
     modes_by_group: dict[str, list[ModePrevalence]] = {}
     for row in source.query(MODE_PREVALENCE_SQL, bindings).dicts():
-        failure_mode = taxonomy.mode(row["mode"])
-        modes_by_group.setdefault(row["group_key"], []).append(
-            ModePrevalence(
-                mode=failure_mode,
-                success_prevalence=row["success_prevalence"],
-                failure_prevalence=row["failure_prevalence"],
-                relative_increase=row["relative_increase"],
-                prior=failure_mode.prior,
-                successes_with_mode=row["successes_with_mode"],
-                failures_with_mode=row["failures_with_mode"],
-            )
-        )
+        modes_by_group.setdefault(row["group_key"], []).append(_prevalence(row))
     return [
         GroupProfile(
             key=row["group_key"],
@@ -90,9 +123,36 @@ def compute_profiles(
             modes_per_failed_run=row["modes_per_failed_run"],
             modes=tuple(modes_by_group.get(row["group_key"], ())),
             dimension=dimension,
+            cascading_share=row["cascading_share"],
+            fatal_mode_rate=row["fatal_mode_rate"],
         )
         for row in summaries
     ]
+
+
+def _prevalence(row: dict[str, Any]) -> ModePrevalence:
+    failure_mode = taxonomy.mode(row["mode"])
+    counts = {
+        "failures_with": row["failures_with_mode"],
+        "failures": row["failures"],
+        "successes_with": row["successes_with_mode"],
+        "successes": row["successes"],
+    }
+    p_value = fisher_p(**counts)
+    return ModePrevalence(
+        mode=failure_mode,
+        success_prevalence=row["success_prevalence"],
+        failure_prevalence=row["failure_prevalence"],
+        relative_increase=row["relative_increase"],
+        prior=failure_mode.prior,
+        successes_with_mode=row["successes_with_mode"],
+        failures_with_mode=row["failures_with_mode"],
+        odds_ratio=row["odds_ratio"],
+        odds_ratio_low=row["odds_ratio_low"],
+        odds_ratio_high=row["odds_ratio_high"],
+        p_value=p_value,
+        verdict=verdict(failure_mode, odds_ratio=row["odds_ratio"], p_value=p_value, **counts),
+    )
 
 
 def profiles_to_json(profiles: Sequence[GroupProfile], by: Dimension | str | None = None) -> dict[str, Any]:
@@ -120,9 +180,22 @@ def profiles_to_json(profiles: Sequence[GroupProfile], by: Dimension | str | Non
                         "failure_prevalence": prevalence.failure_prevalence,
                         "relative_increase": prevalence.relative_increase,
                         "prior": prevalence.prior.value,
+                        "successes_with_mode": prevalence.successes_with_mode,
+                        "failures_with_mode": prevalence.failures_with_mode,
+                        "odds_ratio": prevalence.odds_ratio,
+                        "odds_ratio_ci95": [prevalence.odds_ratio_low, prevalence.odds_ratio_high],
+                        "fisher_p": prevalence.p_value,
+                        "verdict": prevalence.verdict.verdict.value,
+                        "verdict_from_prior": prevalence.verdict.from_prior,
+                        "verdict_reason": prevalence.verdict.reason,
                     }
                     for prevalence in profile.modes
                 },
+                "successes": profile.successes,
+                "failures": profile.failures,
+                "failure_profile": profile.failure_profile,
+                "cascading_share": profile.cascading_share,
+                "fatal_mode_rate": profile.fatal_mode_rate,
             }
             for profile in profiles
         ]

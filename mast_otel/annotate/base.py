@@ -53,13 +53,36 @@ class Annotator(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Blame:
+    """Where a failed run most likely went wrong: the decisive error's agent and step.
+
+    `mode` is the failure mode of the finding that points at that step, or None when the blame
+    comes from the run's structure alone (e.g. the first failed tool call). `step_index` is -1 and
+    `span_id` empty only when the run has no step to point at.
+    """
+
+    agent: str
+    step_index: int
+    span_id: str
+    mode: FailureMode | None
+    confidence: float  # in [0, 1]
+    explanation: str  # one line, for humans
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.confidence <= 1.0:
+            raise ValueError(f"confidence must be in [0, 1], got {self.confidence}")
+
+
+@dataclass(frozen=True, slots=True)
 class AnnotatedRun:
     """A conversation with its findings, ready to store.
 
     `version` orders re-annotations of the same run (late spans, a new annotator): the store keeps
     the highest version and the analysis reads only that one, so replays never double-count.
+    `blame` is set for failed runs (and for runs of unknown outcome that have findings).
     """
 
     conversation: Conversation
     findings: tuple[Finding, ...]
     version: int  # nanoseconds since the epoch at annotation time
+    blame: Blame | None = None

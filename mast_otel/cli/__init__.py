@@ -11,7 +11,8 @@ import logging
 from collections.abc import Sequence
 
 from mast_otel import __version__
-from mast_otel.cli import analyze, collector, demo
+from mast_otel.cli import analyze, collector, demo, imports, report, schema
+from mast_otel.cli import eval as evaluation
 from mast_otel.cli._common import EXIT_CODES_HELP, EXIT_USAGE
 
 _MAIN_HELP = """\
@@ -27,7 +28,8 @@ start here:
   mast-otel analyze --store ./data       failure modes per model, from the store
 """
 
-COMMANDS = (demo, collector, analyze)  # each module: register(subcommands)
+# Each module: register(subcommands).
+COMMANDS = (demo, collector, analyze, report, schema, imports, evaluation)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,8 +6,9 @@ when no root ever arrives. Timing uses this process's monotonic clock, never spa
 senders' clock skew cannot hold a trace back or release it early.
 
 Spans are deduplicated by span id within a trace. After release, a trace's span ids are remembered
-for a while (bounded) so that a duplicate export arriving late is recognised as such, and a genuinely
-new span for a released trace is handed back as *late* instead of starting a bogus new trace.
+for a while (bounded) so that a duplicate export arriving late is recognised as such. A genuinely new
+span of a released trace starts a *late* trace, released after the grace period: the pipeline merges
+it with what is already stored and annotates the run again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any, ClassVar
 
 from mast_otel.spans import Span
 
@@ -26,11 +28,13 @@ from mast_otel.spans import Span
 class ReleaseReason(str, Enum):
     ROOT_ENDED = "root_ended"
     MAX_WAIT = "max_wait"
+    LATE = "late"  # spans of a trace released earlier
     FLUSH = "flush"  # shutdown: everything still pending goes out
 
 
 @dataclass(frozen=True, slots=True)
 class AssemblyConfig:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
     grace_s: float = 2.0
     max_wait_s: float = 60.0
     max_spans_per_trace: int = 50_000  # past this a runaway trace is released early rather than grow forever
@@ -55,9 +59,8 @@ class CompletedTrace:
 
 @dataclass(frozen=True, slots=True)
 class AddResult:
-    accepted: int  # new spans now held in assembly
+    accepted: tuple[Span, ...]  # new spans, now held in assembly
     duplicates: int  # spans already seen (same trace id and span id), dropped
-    late: tuple[Span, ...] = ()  # new spans of traces already released
 
 
 @dataclass
@@ -66,6 +69,7 @@ class _Pending:
     spans: dict[str, Span] = field(default_factory=dict)
     deadline: float = 0.0
     has_root: bool = False
+    late: bool = False
 
 
 class TraceAssembler:
@@ -92,35 +96,33 @@ class TraceAssembler:
 
     def add(self, spans: Iterable[Span]) -> AddResult:
         now = self._clock()
-        accepted = duplicates = 0
-        late: list[Span] = []
+        accepted: list[Span] = []
+        duplicates = 0
         with self._lock:
             for span in spans:
                 pending = self._pending.get(span.trace_id)
                 if pending is None:
                     released = self._released.get(span.trace_id)
-                    if released is not None:
-                        if span.span_id in released:
-                            duplicates += 1
-                        else:
-                            late.append(span)
-                            self._released[span.trace_id] = released | {span.span_id}
+                    if released is not None and span.span_id in released:
+                        duplicates += 1
                         continue
-                    pending = _Pending(first_seen=now, deadline=now + self.config.max_wait_s)
+                    late = released is not None
+                    wait = self.config.grace_s if late else self.config.max_wait_s
+                    pending = _Pending(first_seen=now, deadline=now + wait, late=late)
                     self._pending[span.trace_id] = pending
                     heapq.heappush(self._deadlines, (pending.deadline, span.trace_id))
                 if span.span_id in pending.spans:
                     duplicates += 1
                     continue
                 pending.spans[span.span_id] = span
-                accepted += 1
+                accepted.append(span)
                 self._span_count += 1
                 if span.is_root and not pending.has_root:
                     pending.has_root = True
                     self._reschedule(span.trace_id, pending, now + self.config.grace_s)
                 if len(pending.spans) >= self.config.max_spans_per_trace:
                     self._reschedule(span.trace_id, pending, now)
-        return AddResult(accepted, duplicates, tuple(late))
+        return AddResult(tuple(accepted), duplicates)
 
     def release_due(self) -> list[CompletedTrace]:
         """Traces whose deadline has passed, oldest deadline first."""
@@ -132,7 +134,13 @@ class TraceAssembler:
                 pending = self._pending.get(trace_id)
                 if pending is None or pending.deadline != deadline:
                     continue  # superseded by an earlier deadline, or already released
-                reason = ReleaseReason.ROOT_ENDED if pending.has_root else ReleaseReason.MAX_WAIT
+                reason = (
+                    ReleaseReason.LATE
+                    if pending.late
+                    else ReleaseReason.ROOT_ENDED
+                    if pending.has_root
+                    else ReleaseReason.MAX_WAIT
+                )
                 out.append(self._release(trace_id, reason, now))
         return out
 
@@ -144,6 +152,16 @@ class TraceAssembler:
             self._deadlines.clear()
         return out
 
+    def clear(self) -> int:
+        """Forget everything, pending and remembered (the pipeline will replay from the spool)."""
+        with self._lock:
+            dropped = self._span_count
+            self._pending.clear()
+            self._deadlines.clear()
+            self._released.clear()
+            self._span_count = 0
+        return dropped
+
     def _reschedule(self, trace_id: str, pending: _Pending, deadline: float) -> None:
         if deadline < pending.deadline:
             pending.deadline = deadline
@@ -153,7 +171,7 @@ class TraceAssembler:
         pending = self._pending.pop(trace_id)
         self._span_count -= len(pending.spans)
         if self.config.remembered_traces:
-            self._released[trace_id] = frozenset(pending.spans)
+            self._released[trace_id] = self._released.pop(trace_id, frozenset()) | frozenset(pending.spans)
             while len(self._released) > self.config.remembered_traces:
                 self._released.popitem(last=False)
         spans = tuple(sorted(pending.spans.values(), key=lambda s: (s.start_ns, s.span_id)))

@@ -1,11 +1,24 @@
-"""The pipeline: accepted spans -> assemble -> rebuild -> annotate -> store, on one worker thread.
+"""The pipeline: accepted exports -> spool -> assemble -> rebuild -> annotate -> store.
 
-Receivers call `submit` from their own threads; it only hands spans to the assembler, so a slow
-database never blocks a receive call for long. The worker releases complete traces, rebuilds and
-annotates them, and writes spans, runs and outcomes to the store in batches. Memory is bounded by
-`max_in_flight_spans` (spans accepted but not yet stored): past it `submit` raises `Overloaded` and
-the receivers answer with OTLP's retryable codes, so senders back off instead of the queue growing.
-When the store fails, batches stay in memory (still counted in flight) and are retried with backoff.
+Receivers call `accept` from their threads: the export is appended to the write-ahead spool (so
+the sender's "OK" means the data is on disk) and, in normal operation, its spans go straight to the
+assembler. One worker thread releases complete traces, rebuilds and annotates them, and writes runs,
+spans and outcomes to the store in batches.
+
+Memory is bounded: past `max_in_flight_spans` (accepted, not yet stored) or `max_in_flight_bytes`,
+`accept` raises `Overloaded` and receivers answer with OTLP's retryable codes. The pipeline runs in
+one of three modes:
+
+- LIVE: spans flow through memory; the spool is only a safety net.
+- SPOOLING: the store failed. Memory is dropped (it is all in the spool) and exports are only
+  appended to the spool, until it is full; the worker probes the store with backoff.
+- REPLAYING: on start-up with a non-empty spool, and once the store is back. The worker reads the
+  spool from its oldest record and feeds it through the pipeline at the pace memory allows, then
+  switches to LIVE when it has caught up with the end.
+
+Replays are idempotent: a trace whose run is already stored is merged with its stored spans, only
+spans not yet stored are written, and the run gets a new version that replaces the old one. Late
+spans of a released trace take the same path, so the run is re-annotated instead of split.
 """
 
 from __future__ import annotations
@@ -13,12 +26,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any, ClassVar
 
 from mast_otel.annotate.base import AnnotatedRun, Annotator
 from mast_otel.annotate.run import annotate_run
 from mast_otel.collector.assembly import CompletedTrace, TraceAssembler
+from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
+from mast_otel.collector.spool import Position, Spool, SpoolFull
+from mast_otel.collector.telemetry import CollectorMetrics
 from mast_otel.conversation.model import OutcomeReport
 from mast_otel.conversation.rebuild import is_outcome_only, outcome_reports, rebuild
 from mast_otel.spans import Span
@@ -27,20 +46,26 @@ from mast_otel.store.base import Store
 log = logging.getLogger(__name__)
 
 
-class Overloaded(RuntimeError):
-    """Too much accepted and not yet stored; the sender should retry later."""
+class Mode(str, Enum):
+    LIVE = "live"
+    SPOOLING = "spooling"
+    REPLAYING = "replaying"
 
-    def __init__(self, in_flight: int, limit: int, retry_after_s: float) -> None:
-        super().__init__(
-            f"collector is at capacity ({in_flight} spans in flight, limit {limit}); "
-            f"retry in {retry_after_s:.0f}s"
-        )
+
+class Overloaded(RuntimeError):
+    """Too much accepted and not yet stored (or the spool is full); the sender should retry later."""
+
+    def __init__(self, reason: str, retry_after_s: float, *, store_unavailable: bool = False) -> None:
+        super().__init__(f"{reason}; retry in {retry_after_s:.0f}s")
         self.retry_after_s = retry_after_s
+        self.store_unavailable = store_unavailable
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineConfig:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
     max_in_flight_spans: int = 200_000
+    max_in_flight_bytes: int = 512 * 1024 * 1024  # OTLP bytes of the spans held in memory
     batch_max_spans: int = 20_000  # write when this many spans are buffered...
     flush_interval_s: float = 0.5  # ...or this long after the oldest buffered item
     tick_s: float = 0.05
@@ -48,27 +73,42 @@ class PipelineConfig:
     retry_max_s: float = 10.0
 
     def __post_init__(self) -> None:
-        if self.max_in_flight_spans < 1 or self.batch_max_spans < 1:
-            raise ValueError("max_in_flight_spans and batch_max_spans must be >= 1")
+        if self.max_in_flight_spans < 1 or self.batch_max_spans < 1 or self.max_in_flight_bytes < 1024:
+            raise ValueError(
+                "max_in_flight_spans and batch_max_spans must be >= 1, max_in_flight_bytes >= 1024"
+            )
         if self.tick_s <= 0 or self.flush_interval_s < 0:
             raise ValueError("tick_s must be > 0 and flush_interval_s >= 0")
 
 
 @dataclass(frozen=True, slots=True)
 class PipelineStats:
+    mode: str
     spans_accepted: int
     spans_duplicate: int
-    spans_late: int
     spans_stored: int
     spans_in_flight: int
+    bytes_in_flight: int
     traces_in_assembly: int
     runs_stored: int
+    runs_reannotated: int
     findings_stored: int
     outcomes_stored: int
     rebuild_errors: int
     annotate_errors: int
     store_errors: int
     refused_exports: int
+    spool_bytes: int
+    spool_segments: int
+
+
+@dataclass
+class _Holding:
+    """What one trace in memory owes the spool and the memory limit."""
+
+    segments: Counter[int] = field(default_factory=Counter)
+    spans: int = 0
+    bytes: int = 0
 
 
 @dataclass
@@ -76,10 +116,12 @@ class _Batch:
     spans: list[Span] = field(default_factory=list)
     runs: list[AnnotatedRun] = field(default_factory=list)
     outcomes: list[OutcomeReport] = field(default_factory=list)
+    holding: _Holding = field(default_factory=_Holding)
     started: float = 0.0
+    reannotated: int = 0
 
     def empty(self) -> bool:
-        return not (self.spans or self.runs or self.outcomes)
+        return not (self.spans or self.runs or self.outcomes or self.holding.spans)
 
 
 class Pipeline:
@@ -88,43 +130,91 @@ class Pipeline:
         assembler: TraceAssembler,
         annotator: Annotator,
         store: Store,
+        spool: Spool,
+        decoder: TraceDecoder,
         config: PipelineConfig | None = None,
+        metrics: CollectorMetrics | None = None,
+        *,
+        write_spans: bool = True,
+        on_runs_stored: Callable[[Sequence[AnnotatedRun]], None] | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
+        self._write_spans = write_spans
+        self._on_runs_stored = on_runs_stored  # e.g. the LLM judge's submit: deeper annotation, later
         self._assembler = assembler
         self._annotator = annotator
         self._store = store
-        self._lock = threading.Lock()
-        self._counts = {f.name: 0 for f in fields(PipelineStats)}
-        self._in_flight = 0
+        self._spool = spool
+        self._decoder = decoder
+        self.metrics = metrics or CollectorMetrics()
+        self._lock = threading.Lock()  # guards mode, holdings and counters; taken around spool appends
+        self._counts: Counter[str] = Counter()
+        self._holdings: dict[str, _Holding] = {}
+        self._in_flight_spans = 0
+        self._in_flight_bytes = 0
         self._batch = _Batch()
         self._stop = threading.Event()
-        self._idle = threading.Event()
         self._thread: threading.Thread | None = None
-        self._retry_at = 0.0
         self._retry_delay = 0.0
+        self._retry_at = 0.0
+        has_backlog = spool.total_bytes > 0
+        self._mode = Mode.REPLAYING if has_backlog else Mode.LIVE
+        self._cursor: Position | None = spool.first_position() if has_backlog else None
+        if has_backlog:
+            log.info("spool holds %d bytes from before the last stop: replaying them", spool.total_bytes)
 
     # --- receiver side ---------------------------------------------------------------------
-    def submit(self, spans: Sequence[Span]) -> int:
-        """Accept spans; returns how many were new. Raises Overloaded past the in-flight limit."""
-        if not spans:
-            return 0
+    def accept(self, record: bytes, decoded: DecodedTraces) -> None:
+        """Make one export durable and admit its spans. Raises Overloaded (retryable) when full."""
+        if not decoded.spans:
+            return
         with self._lock:
-            if self._in_flight + len(spans) > self.config.max_in_flight_spans and self._in_flight > 0:
-                self._counts["refused_exports"] += 1
-                raise Overloaded(self._in_flight, self.config.max_in_flight_spans, self._retry_hint())
-            self._in_flight += len(spans)
+            live = self._mode is Mode.LIVE
+            if live and self._in_flight_spans > 0:
+                if self._in_flight_spans + len(decoded.spans) > self.config.max_in_flight_spans:
+                    self._refuse(
+                        f"{self._in_flight_spans} spans in flight (limit {self.config.max_in_flight_spans})"
+                    )
+                if self._in_flight_bytes + len(record) > self.config.max_in_flight_bytes:
+                    self._refuse(
+                        f"{self._in_flight_bytes} bytes in flight (limit {self.config.max_in_flight_bytes})"
+                    )
+            try:
+                position = self._spool.append(record)
+            except SpoolFull as exc:
+                self._refuse(str(exc), store_unavailable=not live)
+            except OSError as exc:
+                self._refuse(f"cannot write the spool: {exc}", store_unavailable=True)
+            self.metrics.spooled_bytes.inc(len(record))
+            if live:
+                self._admit(decoded.spans, position.segment, len(record))
+
+    def _refuse(self, reason: str, *, store_unavailable: bool = False) -> None:
+        # Caller holds the lock.
+        self._counts["refused_exports"] += 1
+        self.metrics.refused_exports.inc()
+        hint = max(1.0, self._retry_delay or self.config.flush_interval_s * 2)
+        raise Overloaded(f"collector at capacity: {reason}", hint, store_unavailable=store_unavailable)
+
+    def _admit(self, spans: Sequence[Span], segment: int, record_bytes: int) -> None:
+        # Caller holds the lock.
         result = self._assembler.add(spans)
-        with self._lock:
-            # Duplicates and late spans don't wait in assembly; late ones go straight to the batch below.
-            self._in_flight -= result.duplicates
-            self._counts["spans_accepted"] += result.accepted + len(result.late)
-            self._counts["spans_duplicate"] += result.duplicates
-            self._counts["spans_late"] += len(result.late)
-            self._idle.clear()
-            if result.late:
-                self._add_late(result.late)
-        return result.accepted + len(result.late)
+        per_span = record_bytes // max(1, len(spans))
+        for span in result.accepted:
+            holding = self._holdings.get(span.trace_id)
+            if holding is None:
+                holding = self._holdings[span.trace_id] = _Holding()
+            holding.segments[segment] += 1
+            holding.spans += 1
+            holding.bytes += per_span
+        accepted = len(result.accepted)
+        self._spool.hold(segment, accepted)
+        self._in_flight_spans += accepted
+        self._in_flight_bytes += per_span * accepted
+        self._counts["spans_accepted"] += accepted
+        self._counts["spans_duplicate"] += result.duplicates
+        self.metrics.spans_received.inc(accepted)
+        self.metrics.spans_duplicate.inc(result.duplicates)
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -133,88 +223,134 @@ class Pipeline:
             self._thread.start()
 
     def stop(self, timeout_s: float = 30.0) -> bool:
-        """Release every pending trace, store everything accepted, stop. True when nothing was left behind."""
+        """Release every pending trace, store everything accepted, stop.
+
+        True when everything accepted is stored; otherwise it stays in the spool for the next start.
+        """
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout_s)
-        if self._thread is None or not self._thread.is_alive():
+        deadline = time.monotonic() + timeout_s
+        if self._mode is Mode.REPLAYING:
+            self._replay(until=deadline)
+        if self._mode is not Mode.SPOOLING:
             self._process(self._assembler.flush())
-            deadline = time.monotonic() + timeout_s
             while not self._batch.empty() and time.monotonic() < deadline:
                 if not self._write():
-                    time.sleep(min(self.config.retry_max_s, 1.0))
+                    break  # the store is away: what was accepted stays in the spool for the next start
         with self._lock:
-            return self._in_flight == 0
+            complete = self._mode is Mode.LIVE and self._in_flight_spans == 0
+        return complete
 
     def wait_idle(self, timeout_s: float) -> bool:
-        """Block until everything accepted so far is stored (used by the demo and tests)."""
+        """Block until everything accepted so far is stored (the demo and tests use it)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            with self._lock:
-                if self._in_flight == 0:
-                    return True
-            self._idle.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            if self._idle():
+                return True
+            time.sleep(0.02)
+        return self._idle()
+
+    def _idle(self) -> bool:
         with self._lock:
-            return self._in_flight == 0
+            return self._mode is Mode.LIVE and self._in_flight_spans == 0 and self._batch.empty()
+
+    @property
+    def mode(self) -> Mode:
+        return self._mode
 
     def stats(self) -> PipelineStats:
         with self._lock:
-            counts = dict(self._counts)
-            counts["spans_in_flight"] = self._in_flight
-        counts["traces_in_assembly"] = self._assembler.trace_count
-        return PipelineStats(**counts)
+            values: dict[str, Any] = {f.name: self._counts[f.name] for f in fields(PipelineStats)}
+            values.update(
+                mode=self._mode.value,
+                spans_in_flight=self._in_flight_spans,
+                bytes_in_flight=self._in_flight_bytes,
+                traces_in_assembly=self._assembler.trace_count,
+                spool_bytes=self._spool.total_bytes,
+                spool_segments=self._spool.segment_count,
+            )
+        return PipelineStats(**values)
 
     # --- worker ------------------------------------------------------------------------------
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                self._process(self._assembler.release_due())
-                if self._batch_due():
-                    self._write()
+                if self._mode is Mode.SPOOLING:
+                    self._probe_store()
+                else:
+                    if self._mode is Mode.REPLAYING:
+                        self._replay(until=time.monotonic() + self.config.tick_s * 4)
+                    self._process(self._assembler.release_due())
+                    if self._batch_due():
+                        self._write()
             except Exception:  # the worker must outlive any single bad trace
                 log.exception("pipeline iteration failed; continuing")
+            self._update_gauges()
             self._stop.wait(self.config.tick_s)
 
     def _process(self, traces: Sequence[CompletedTrace]) -> None:
-        for trace in traces:
-            with self._lock:
-                batch = self._batch
-                if batch.empty():
-                    batch.started = time.monotonic()
-                batch.spans.extend(trace.spans)
-                batch.outcomes.extend(outcome_reports(trace.spans))
-            if is_outcome_only(trace.spans):
-                continue  # a grader's verdict for a run stored earlier: the outcome rows carry it
-            run = self._annotated(trace)
-            if run is not None:
-                with self._lock:
-                    self._batch.runs.append(run)
-
-    def _annotated(self, trace: CompletedTrace) -> AnnotatedRun | None:
+        if not traces:
+            return
+        runs = [t for t in traces if not is_outcome_only(t.spans)]
         try:
-            conversation = rebuild(trace.spans)
+            stored = self._stored_spans([t.trace_id for t in runs])
+        except Exception as exc:
+            self._enter_spooling(exc)
+            return
+        with self._lock:
+            batch = self._batch
+            if batch.empty():
+                batch.started = time.monotonic()
+            for trace in traces:
+                self.metrics.trace_completion_seconds.observe(trace.waited_s)
+                holding = self._holdings.pop(trace.trace_id, None)
+                if holding is not None:
+                    batch.holding.segments.update(holding.segments)
+                    batch.holding.spans += holding.spans
+                    batch.holding.bytes += holding.bytes
+                batch.outcomes.extend(outcome_reports(trace.spans))
+        for trace in runs:
+            previous = stored.get(trace.trace_id)
+            spans = list(trace.spans)
+            if previous is not None:
+                known = {s.span_id for s in previous}
+                spans = [s for s in trace.spans if s.span_id not in known]
+                merged = previous + spans
+            else:
+                merged = spans
+            run = self._annotated(trace.trace_id, merged)
+            with self._lock:
+                self._batch.spans.extend(spans)
+                if run is not None:
+                    self._batch.runs.append(run)
+                    self._batch.reannotated += previous is not None
+
+    def _stored_spans(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]:
+        """Spans already stored for those of `trace_ids` whose run is stored (late spans, replays)."""
+        existing = self._store.existing_runs(trace_ids) if trace_ids else set()
+        return self._store.load_spans(sorted(existing)) if existing else {}
+
+    def _annotated(self, trace_id: str, spans: Sequence[Span]) -> AnnotatedRun | None:
+        started = time.perf_counter()
+        try:
+            conversation = rebuild(spans)
         except Exception:
-            log.exception("could not rebuild trace %s; its spans are stored, the run is not", trace.trace_id)
+            log.exception("could not rebuild trace %s; its spans are stored, the run is not", trace_id)
             self._count("rebuild_errors")
             return None
         try:
-            return annotate_run(conversation, self._annotator)
+            run = annotate_run(conversation, self._annotator)
         except Exception:
             log.exception(
                 "annotator %s failed on trace %s; storing the run without findings",
                 self._annotator.name,
-                trace.trace_id,
+                trace_id,
             )
             self._count("annotate_errors")
-            return AnnotatedRun(conversation, (), version=time.time_ns())
-
-    def _add_late(self, spans: Sequence[Span]) -> None:
-        # Caller holds the lock. Late outcome reports update the run; other late spans are kept as raw
-        # spans (re-annotating the run with them is the durable pipeline's job).
-        if self._batch.empty():
-            self._batch.started = time.monotonic()
-        self._batch.spans.extend(spans)
-        self._batch.outcomes.extend(outcome_reports(spans))
+            run = AnnotatedRun(conversation, (), version=time.time_ns())
+        self.metrics.annotation_seconds.observe(time.perf_counter() - started)
+        return run
 
     def _batch_due(self) -> bool:
         with self._lock:
@@ -231,46 +367,109 @@ class Pipeline:
         with self._lock:
             batch, self._batch = self._batch, _Batch()
         try:
-            if batch.spans:
-                self._store.insert_spans(batch.spans)
+            # Runs before spans: if spans of a trace are stored, its run is too, which is what
+            # makes a replay able to tell which spans it must not write again.
             if batch.runs:
                 self._store.insert_runs(batch.runs)
+            if batch.spans and self._write_spans:
+                self._store.insert_spans(batch.spans)
             if batch.outcomes:
                 self._store.insert_outcomes(batch.outcomes)
         except Exception as exc:
-            # Inserts are idempotent (deduplication tokens), so retrying the whole batch is safe.
-            self._count("store_errors")
+            self._enter_spooling(exc)
+            return False
+        self._retry_delay = 0.0
+        with self._lock:
+            for segment, count in batch.holding.segments.items():
+                self._spool.release(segment, count)
+            self._in_flight_spans -= batch.holding.spans
+            self._in_flight_bytes -= batch.holding.bytes
+            self._counts["spans_stored"] += batch.holding.spans
+            self._counts["runs_stored"] += len(batch.runs)
+            self._counts["runs_reannotated"] += batch.reannotated
+            self._counts["findings_stored"] += sum(len(r.findings) for r in batch.runs)
+            self._counts["outcomes_stored"] += len(batch.outcomes)
+        if self._on_runs_stored is not None and batch.runs:
+            try:
+                self._on_runs_stored(batch.runs)
+            except Exception:
+                log.exception("the runs-stored hook failed; the runs themselves are stored")
+        self.metrics.spans_stored.inc(batch.holding.spans)
+        self.metrics.runs_stored.inc(len(batch.runs))
+        self.metrics.findings_stored.inc(sum(len(r.findings) for r in batch.runs))
+        return True
+
+    # --- outage and replay -------------------------------------------------------------------
+    def _enter_spooling(self, exc: Exception) -> None:
+        """The store failed: drop memory (the spool has it all) and wait for the store to return."""
+        self._count("store_errors")
+        self.metrics.store_errors.inc()
+        self._retry_delay = min(
+            self.config.retry_max_s, max(self.config.retry_initial_s, self._retry_delay * 2)
+        )
+        self._retry_at = time.monotonic() + self._retry_delay
+        with self._lock:
+            if self._mode is not Mode.SPOOLING:
+                log.warning("store unavailable (%s): spooling to disk until it is back", exc)
+            self._mode = Mode.SPOOLING
+            self._assembler.clear()
+            self._holdings.clear()
+            self._batch = _Batch()
+            self._in_flight_spans = self._in_flight_bytes = 0
+            self._spool.reset_holds()
+            self._cursor = self._spool.first_position()
+            self._spool.set_replay_floor(self._cursor.segment)
+
+    def _probe_store(self) -> None:
+        if time.monotonic() < self._retry_at:
+            return
+        try:
+            healthy = self._store.ping()
+        except Exception:
+            healthy = False
+        if not healthy:
             self._retry_delay = min(
                 self.config.retry_max_s, max(self.config.retry_initial_s, self._retry_delay * 2)
             )
             self._retry_at = time.monotonic() + self._retry_delay
-            log.warning("store write failed (%s); retrying in %.1fs", exc, self._retry_delay)
-            with self._lock:
-                self._batch = _merge(batch, self._batch)
-            return False
-        self._retry_delay = 0.0
+            return
+        log.info("store is back: replaying the spool")
         with self._lock:
-            self._in_flight -= len(batch.spans)
-            self._counts["spans_stored"] += len(batch.spans)
-            self._counts["runs_stored"] += len(batch.runs)
-            self._counts["findings_stored"] += sum(len(r.findings) for r in batch.runs)
-            self._counts["outcomes_stored"] += len(batch.outcomes)
-            if self._in_flight == 0:
-                self._idle.set()
-        return True
+            self._mode = Mode.REPLAYING
+
+    def _replay(self, until: float) -> None:
+        """Feed spool records from the cursor until caught up, out of time, or memory is half full."""
+        assert self._cursor is not None
+        for record in self._spool.read_from(self._cursor):
+            if self._mode is not Mode.REPLAYING:
+                return
+            try:
+                decoded = self._decoder.decode_bytes(record.data)
+            except DecodeError:
+                log.warning("skipping an unreadable spool record at %s", record.position)
+                decoded = DecodedTraces((), 0, ())
+            with self._lock:
+                self._admit(decoded.spans, record.position.segment, len(record.data))
+                self._cursor = record.next
+                self._spool.set_replay_floor(record.position.segment)
+                half_full = self._in_flight_spans * 2 >= self.config.max_in_flight_spans
+            if half_full or time.monotonic() >= until:
+                return
+        with self._lock:
+            # Caught up? Under the lock no export can be appended between this check and going LIVE.
+            if next(iter(self._spool.read_from(self._cursor)), None) is None:
+                self._mode = Mode.LIVE
+                self._cursor = None
+                self._spool.set_replay_floor(1 << 62)
+                log.info("spool replayed: back to live")
+
+    def _update_gauges(self) -> None:
+        stats = self.stats()
+        self.metrics.spans_in_flight.set(stats.spans_in_flight)
+        self.metrics.traces_in_assembly.set(stats.traces_in_assembly)
+        self.metrics.spool_bytes.set(stats.spool_bytes)
+        self.metrics.spool_segments.set(stats.spool_segments)
 
     def _count(self, name: str) -> None:
         with self._lock:
             self._counts[name] += 1
-
-    def _retry_hint(self) -> float:
-        return max(1.0, self._retry_delay or self.config.flush_interval_s * 2)
-
-
-def _merge(first: _Batch, second: _Batch) -> _Batch:
-    return _Batch(
-        first.spans + second.spans,
-        first.runs + second.runs,
-        first.outcomes + second.outcomes,
-        first.started or second.started,
-    )

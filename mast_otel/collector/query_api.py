@@ -6,7 +6,8 @@ processes (`mast-otel analyze`, a notebook) cannot open it, so the collector ans
 [...]}`. Only read statements are accepted. The collector records its admin address in a lock file
 inside the data directory (`collector.json`), which is how `analyze --store DIR` finds it.
 
-`GET /healthz` answers 200 when the store answers a ping, 503 otherwise.
+`GET /healthz` answers 200 when the store answers a ping, 503 otherwise. `GET /api/v1/stats` shows
+the pipeline's counters (mode, spans in flight, spool depth, ...) as JSON.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 LOCK_FILE = "collector.json"
 QUERY_PATH = "/api/v1/query"
+STATS_PATH = "/api/v1/stats"
 _READ_STATEMENT = re.compile(r"^\s*(?:--[^\n]*\n\s*)*(SELECT|WITH|SHOW|DESCRIBE|DESC|EXPLAIN|EXISTS)\b", re.I)
 _MAX_BODY = 1024 * 1024
 
@@ -44,14 +46,26 @@ def is_read_only(sql: str) -> bool:
 class AdminServer:
     """Serves /healthz and the read-only query API on a background thread."""
 
-    def __init__(self, endpoint: str, store: Store, extra_health: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        store: Store,
+        extra_health: Callable[[], bool] | None = None,
+        stats: Callable[[], Mapping[str, object]] | None = None,
+    ) -> None:
         host, _, port = endpoint.rpartition(":")
         self._store = store
         self._extra_health = extra_health
+        self.stats = stats
         handler = _handler_class(self)
         self._http = ThreadingHTTPServer((host or "127.0.0.1", int(port)), handler)
         self._http.daemon_threads = True
-        self._thread = threading.Thread(target=self._http.serve_forever, name="mast-otel-admin", daemon=True)
+        self._thread = threading.Thread(
+            target=self._http.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="mast-otel-admin",
+            daemon=True,
+        )
 
     @property
     def url(self) -> str:
@@ -88,9 +102,12 @@ def _handler_class(server: AdminServer) -> type[BaseHTTPRequestHandler]:
             log.debug("admin: " + format, *args)
 
         def do_GET(self) -> None:
-            if self.path.split("?")[0] in ("/healthz", "/health"):
+            path = self.path.split("?")[0]
+            if path in ("/healthz", "/health"):
                 ok = server.healthy()
                 self._reply(200 if ok else 503, {"status": "ok" if ok else "unhealthy"})
+            elif path == STATS_PATH and server.stats is not None:
+                self._reply(200, dict(server.stats()))
             else:
                 self._reply(
                     404, {"error": f"no such endpoint {self.path}; try /healthz or POST {QUERY_PATH}"}

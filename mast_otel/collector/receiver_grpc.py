@@ -3,15 +3,18 @@
 The handler takes the request as raw bytes and decodes it itself, so malformed protobuf gets a
 clear INVALID_ARGUMENT (gRPC's own deserializer would answer INTERNAL) and never reaches the
 pipeline. Partly malformed requests are answered with OTLP partial success. When the pipeline is at
-capacity the answer is RESOURCE_EXHAUSTED with a RetryInfo detail, which OTLP exporters retry with
-backoff, so load turns into backpressure rather than memory growth or loss.
+capacity the answer is RESOURCE_EXHAUSTED with a RetryInfo detail (UNAVAILABLE while the store is
+away and the spool full), which OTLP exporters retry with backoff, so load turns into backpressure
+rather than memory growth or loss. TLS and bearer-token auth are optional (see `security.py`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import grpc
 from google.protobuf.duration_pb2 import Duration
@@ -22,8 +25,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from mast_otel.collector.decode import DecodeError, TraceDecoder
-from mast_otel.collector.pipeline import Overloaded, Pipeline
+from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
+from mast_otel.collector.pipeline import Overloaded
+from mast_otel.collector.security import BearerAuthenticator, TlsConfig
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +37,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 
 @dataclass(frozen=True, slots=True)
 class GrpcReceiverConfig:
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
     endpoint: str = "0.0.0.0:4317"  # host:port; port 0 picks a free port
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_workers: int = 8
@@ -44,13 +49,25 @@ class GrpcReceiverConfig:
             raise ValueError("max_message_bytes must be >= 1024 and max_workers >= 1")
 
 
+Accept = Callable[[bytes, DecodedTraces], None]  # the pipeline's entry: record bytes + decoded spans
+
+
 class GrpcReceiver:
-    def __init__(self, config: GrpcReceiverConfig, pipeline: Pipeline, decoder: TraceDecoder) -> None:
+    def __init__(
+        self,
+        config: GrpcReceiverConfig,
+        accept: Accept,
+        decoder: TraceDecoder,
+        *,
+        tls: TlsConfig | None = None,
+        authenticator: BearerAuthenticator | None = None,
+    ) -> None:
         self.config = config
-        self._pipeline = pipeline
+        self._accept = accept
         self._decoder = decoder
         self._server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=config.max_workers, thread_name_prefix="otlp-grpc"),
+            interceptors=[authenticator.grpc_interceptor()] if authenticator else [],
             options=[
                 ("grpc.max_receive_message_length", config.max_message_bytes),
                 ("grpc.max_send_message_length", 4 * 1024 * 1024),
@@ -67,7 +84,10 @@ class GrpcReceiver:
             },
         )
         self._server.add_generic_rpc_handlers((handler,))
-        self.port = self._server.add_insecure_port(config.endpoint)
+        if tls is not None and tls.enabled:
+            self.port: int = self._server.add_secure_port(config.endpoint, tls.grpc_credentials())
+        else:
+            self.port = self._server.add_insecure_port(config.endpoint)
         if self.port == 0:
             raise OSError(f"could not bind the OTLP/gRPC receiver to {config.endpoint}")
 
@@ -85,7 +105,7 @@ class GrpcReceiver:
         except DecodeError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         try:
-            self._pipeline.submit(decoded.spans)
+            self._accept(body, decoded)
         except Overloaded as exc:
             context.abort_with_status(_retryable(exc))
         response = ExportTraceServiceResponse()
@@ -99,10 +119,12 @@ class GrpcReceiver:
 
 
 def _retryable(exc: Overloaded) -> grpc.Status:
+    # RESOURCE_EXHAUSTED with RetryInfo is retryable in OTLP; UNAVAILABLE while the store is away.
     seconds = int(exc.retry_after_s)
     retry = error_details_pb2.RetryInfo(
         retry_delay=Duration(seconds=seconds, nanos=int((exc.retry_after_s - seconds) * 1e9))
     )
-    status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=str(exc))
+    code = code_pb2.UNAVAILABLE if exc.store_unavailable else code_pb2.RESOURCE_EXHAUSTED
+    status = status_pb2.Status(code=code, message=str(exc))
     status.details.add().Pack(retry)
     return rpc_status.to_status(status)

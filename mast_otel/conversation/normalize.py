@@ -10,6 +10,7 @@ SDK emits) comes with this module, other conventions plug in through `NORMALIZER
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -130,8 +131,8 @@ class GenAiNormalizer:
             tool=tool,
             handoff_target=span.text(sc.MAST_HANDOFF_TARGET),
             finish_reasons=_strings(span.attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)),
-            input_tokens=int(span.number(sc.GEN_AI_USAGE_INPUT_TOKENS) or 0),
-            output_tokens=int(span.number(sc.GEN_AI_USAGE_OUTPUT_TOKENS) or 0),
+            input_tokens=_count(span.number(sc.GEN_AI_USAGE_INPUT_TOKENS)),
+            output_tokens=_count(span.number(sc.GEN_AI_USAGE_OUTPUT_TOKENS)),
             outcome=None if outcome_value is None else Outcome.parse(outcome_value),
             score=score if score is not None and 0.0 <= score <= 1.0 else None,
             task_id=span.text(sc.MAST_TASK_ID),
@@ -174,6 +175,13 @@ def _operation(span: Span) -> Operation:
     if sc.MAST_TASK_OUTCOME in span.attributes and not name:
         return Operation.OUTCOME
     return Operation.OTHER
+
+
+def _count(value: float | None) -> int:
+    """A token count from the wire: non-negative and finite, else 0 (senders do send NaN and inf)."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return 0
+    return int(min(value, 2**63 - 1))
 
 
 def _error(span: Span) -> str:

@@ -19,8 +19,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from mast_otel import sdk
 from mast_otel.analysis import compute_profiles, profiles_to_json, render_profiles
 from mast_otel.collector.assembly import AssemblyConfig
-from mast_otel.collector.receiver_grpc import GrpcReceiverConfig
-from mast_otel.collector.service import Collector, CollectorConfig
+from mast_otel.collector.config import loopback
+from mast_otel.collector.service import Collector
 from mast_otel.demo.agents import RunSummary, run_demo_agents
 
 MIN_RUNS = 30
@@ -40,10 +40,9 @@ def run_demo(
         raise DemoError(f"--runs must be at least {MIN_RUNS} for the analysis to mean anything", 2)
     console = console or Console(stderr=as_json)
     data_dir = _fresh_data_dir(data_dir)
-    config = CollectorConfig(
-        store=str(data_dir),
-        grpc=GrpcReceiverConfig(endpoint="127.0.0.1:0"),
-        admin_endpoint="127.0.0.1:0",
+    config = loopback(
+        str(data_dir),
+        http=False,
         # The demo's agents end their runs in-process: a short grace loses nothing and keeps it quick.
         assembly=AssemblyConfig(grace_s=0.5, max_wait_s=10.0),
     )

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mast_otel.annotate.base import AnnotatedRun
 from mast_otel.conversation.model import OutcomeReport
 from mast_otel.spans import Span
+
+if TYPE_CHECKING:  # the judge package is optional at run time
+    from mast_otel.annotate.llm.usage import JudgeUsage
 
 
 class StoreError(RuntimeError):
@@ -41,6 +44,14 @@ class Store(QuerySource, Protocol):
     def insert_runs(self, runs: Sequence[AnnotatedRun]) -> None: ...
 
     def insert_outcomes(self, outcomes: Sequence[OutcomeReport]) -> None: ...
+
+    def existing_runs(self, trace_ids: Sequence[str]) -> set[str]: ...
+
+    def load_spans(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]: ...
+
+    def insert_collector_stats(self, instance: str, values: Mapping[str, float], time_ns: int) -> None: ...
+
+    def insert_judge_usage(self, rows: Sequence[JudgeUsage]) -> None: ...
 
     def ping(self) -> bool: ...
 

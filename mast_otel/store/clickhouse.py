@@ -19,27 +19,41 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import clickhouse_connect
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import ClickHouseError, Error, OperationalError
 
-from mast_otel.annotate.base import AnnotatedRun, Finding
+from mast_otel.annotate.base import AnnotatedRun, Blame, Finding
 from mast_otel.conversation.model import OutcomeReport, Turn
-from mast_otel.spans import Attributes, AttributeValue, Span
+from mast_otel.spans import (
+    Attributes,
+    AttributeValue,
+    Resource,
+    Span,
+    SpanEvent,
+    SpanKind,
+    SpanLink,
+    StatusCode,
+)
 from mast_otel.store.base import QueryResult, StoreError
 from mast_otel.store.schema import (
+    COLLECTOR_STATS,
     CONVERSATIONS,
     DEFAULT_DATABASE,
     FINDINGS,
+    JUDGE_USAGE,
     OUTCOMES,
     TRACES,
     Table,
     ensure_schema,
     quote_database,
 )
+
+if TYPE_CHECKING:  # the judge's package is only imported where a judge is configured
+    from mast_otel.annotate.llm.usage import JudgeUsage
 
 __all__ = ["ClickHouseStore", "ServerTarget", "attribute_to_string", "open_store"]
 
@@ -168,6 +182,61 @@ def _span_row(span: Span, resource_attributes: dict[str, str]) -> tuple[Any, ...
     )
 
 
+def _span_from_row(row: Sequence[Any], resources: dict[tuple[tuple[str, str], ...], Resource]) -> Span:
+    (
+        timestamp,
+        trace_id,
+        span_id,
+        parent,
+        state,
+        name,
+        kind,
+        resource_attrs,
+        scope,
+        scope_version,
+        attrs,
+        duration,
+        status,
+        status_message,
+        event_times,
+        event_names,
+        event_attrs,
+        link_traces,
+        link_spans,
+        link_states,
+        link_attrs,
+    ) = row
+    start_ns = int(timestamp)
+    key = tuple(sorted(resource_attrs.items()))
+    resource = resources.get(key)
+    if resource is None:
+        resource = resources[key] = Resource(dict(resource_attrs))
+    return Span(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent,
+        name=name,
+        start_ns=start_ns,
+        end_ns=start_ns + int(duration),
+        kind=SpanKind(kind) if kind in SpanKind._value2member_map_ else SpanKind.UNSPECIFIED,
+        status=StatusCode(status) if status in StatusCode._value2member_map_ else StatusCode.UNSET,
+        status_message=status_message,
+        attributes=dict(attrs),
+        events=tuple(
+            SpanEvent(n, int(t), dict(a))
+            for t, n, a in zip(event_times, event_names, event_attrs, strict=False)
+        ),
+        links=tuple(
+            SpanLink(t, s, st, dict(a))
+            for t, s, st, a in zip(link_traces, link_spans, link_states, link_attrs, strict=False)
+        ),
+        resource=resource,
+        scope_name=scope,
+        scope_version=scope_version,
+        trace_state=state,
+    )
+
+
 def span_columns(spans: Sequence[Span]) -> list[list[Any]]:
     """`otel_traces` columns (in `schema.TRACES.insert_columns` order) for these spans."""
     return _columns(_span_rows(spans), len(TRACES.insert_columns))
@@ -224,7 +293,15 @@ def _conversation_row(run: AnnotatedRun) -> tuple[Any, ...]:
         [_turn_tuple(turn) for turn in conversation.turns],
         run.version,
         run.version,
+        *_blame_columns(run.blame),
     )
+
+
+def _blame_columns(blame: Blame | None) -> tuple[str, int, str, str, float, str]:
+    if blame is None:
+        return ("", -1, "", "", 0.0, "")
+    mode = blame.mode.code if blame.mode is not None else ""
+    return (blame.agent, blame.step_index, blame.span_id, mode, blame.confidence, blame.explanation)
 
 
 def _finding_rows(run: AnnotatedRun) -> list[tuple[Any, ...]]:
@@ -266,6 +343,26 @@ def _finding_rows(run: AnnotatedRun) -> list[tuple[Any, ...]]:
 def _outcome_row(report: OutcomeReport, received_ns: int) -> tuple[Any, ...]:
     # A report without a time is ordered by when it reached us: mast_outcomes keeps the latest.
     return (report.time_ns or received_ns, report.trace_id, report.outcome.value, report.score, report.source)
+
+
+def _judge_usage_row(usage: JudgeUsage) -> tuple[Any, ...]:
+    return (
+        usage.time_ns,
+        usage.content_hash,
+        usage.trace_id,
+        usage.service_name,
+        usage.run_model,
+        usage.judge_model,
+        usage.status.value,
+        usage.reason,
+        usage.requests,
+        usage.chunks,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cost_usd,
+        list(usage.unknown_modes),
+        usage.verdict,
+    )
 
 
 def _unique(items: Iterable[_T]) -> list[_T]:
@@ -543,6 +640,51 @@ class ClickHouseStore:
         rows = [_outcome_row(report, received_ns) for report in outcomes]
         keys = ((o.trace_id, o.time_ns, o.outcome.value, o.score, o.source) for o in outcomes)
         self._insert(OUTCOMES, rows, keys)
+
+    def insert_collector_stats(self, instance: str, values: Mapping[str, float], time_ns: int) -> None:
+        """One snapshot of a collector's own metrics (for pipeline-health dashboards and alerts)."""
+        rows = [(time_ns, instance, metric, float(value)) for metric, value in sorted(values.items())]
+        self._insert(COLLECTOR_STATS, rows, ((time_ns, instance, row[2]) for row in rows))
+
+    def insert_judge_usage(self, rows: Sequence[JudgeUsage]) -> None:
+        """The LLM judge's usage rows (mast_otel.annotate.llm.usage), into `mast_judge_usage`."""
+        keys = ((u.content_hash, u.trace_id, u.status.value, u.time_ns) for u in rows)
+        self._insert(JUDGE_USAGE, [_judge_usage_row(usage) for usage in rows], keys)
+
+    def existing_runs(self, trace_ids: Sequence[str]) -> set[str]:
+        """Which of these traces already have a stored run (a primary-key lookup)."""
+        if not trace_ids:
+            return set()
+        result = self.query(
+            "SELECT DISTINCT TraceId FROM mast_conversations WHERE TraceId IN {ids:Array(String)}",
+            {"ids": list(trace_ids)},
+        )
+        return {row[0] for row in result.rows}
+
+    def load_spans(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]:
+        """The stored spans of these traces, rebuilt as typed Spans.
+
+        Attribute values come back as the strings they were stored as; normalizers read numbers and
+        JSON from strings, so a conversation rebuilt from them is the same.
+        """
+        if not trace_ids:
+            return {}
+        result = self.query(
+            # Nanoseconds as integers: DateTime64(9) would come back as datetime, which stops at micros.
+            "SELECT toUnixTimestamp64Nano(Timestamp), TraceId, SpanId, ParentSpanId, TraceState, SpanName,"
+            " SpanKind, ResourceAttributes, ScopeName, ScopeVersion, SpanAttributes, Duration, StatusCode,"
+            " StatusMessage, arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name,"
+            " Events.Attributes,"
+            " Links.TraceId, Links.SpanId, Links.TraceState, Links.Attributes"
+            " FROM otel_traces WHERE TraceId IN {ids:Array(String)}",
+            {"ids": list(trace_ids)},
+        )
+        spans: dict[str, list[Span]] = {}
+        resources: dict[tuple[tuple[str, str], ...], Resource] = {}
+        for row in result.rows:
+            span = _span_from_row(row, resources)
+            spans.setdefault(span.trace_id, []).append(span)
+        return spans
 
     def ping(self) -> bool:
         try:

@@ -6,7 +6,10 @@ view and existing queries work and an exporter already writing spans can share t
 `mast_*` tables hold what mast-otel derives: one row per annotated run (`mast_conversations`), one
 row per detected failure mode per run and annotator (`mast_findings`) and late outcomes from graders
 (`mast_outcomes`). Re-annotations carry a higher `Version` and replace older rows
-(ReplacingMergeTree); readers use FINAL or join on the latest version.
+(ReplacingMergeTree); readers use FINAL or join on the latest version. Rollups that dashboards and
+alerts read cheaply (`mast_run_modes`, filled by a materialized view), the collectors' own metric
+snapshots (`mast_collector_stats`) and the LLM judge's ledger and verdict cache (`mast_judge_usage`)
+complete it.
 
 Every MergeTree table sets `non_replicated_deduplication_window`, so a batch inserted again with the
 same `insert_deduplication_token` is dropped by the server: replaying a spooled batch is a no-op.
@@ -20,7 +23,9 @@ from typing import Final
 
 from clickhouse_connect.driver.client import Client
 
+from mast_otel.store import otlp_schema
 from mast_otel.store.base import StoreError
+from mast_otel.taxonomy import CODES
 
 SCHEMA_VERSION: Final = 1
 DEFAULT_DATABASE: Final = "mast"
@@ -38,9 +43,17 @@ class Table:
     name: str
     insert_columns: tuple[str, ...]
     create_template: str  # `{db}` stands for the quoted database name
+    # Run once right after the table is created in a database that already holds data (rollups).
+    backfill_template: str = ""
+    # Columns added after the table first shipped: in its CREATE, and added to older tables by
+    # `ensure_schema` (each a column definition with a DEFAULT).
+    added_columns: tuple[str, ...] = ()
 
     def create(self, database: str) -> str:
         return self.create_template.format(db=quote_database(database))
+
+    def backfill(self, database: str) -> str:
+        return self.backfill_template.format(db=quote_database(database))
 
 
 def quote_database(database: str) -> str:
@@ -152,6 +165,18 @@ WHERE TraceId != ''
 GROUP BY TraceId""",
 )
 
+# Where a failed run went wrong (`annotate.blame`): the decisive step's agent, index, span, the mode of
+# the finding pointing there ('' when the run's structure alone did), a confidence and a one-liner.
+# BlameStep is -1 for runs without blame.
+_BLAME_COLUMNS = (
+    "BlameAgent LowCardinality(String) DEFAULT '' CODEC(ZSTD(1))",
+    "BlameStep Int32 DEFAULT -1 CODEC(ZSTD(1))",
+    "BlameSpanId String DEFAULT '' CODEC(ZSTD(1))",
+    "BlameMode LowCardinality(String) DEFAULT '' CODEC(ZSTD(1))",
+    "BlameConfidence Float32 DEFAULT 0 CODEC(ZSTD(1))",
+    "BlameExplanation String DEFAULT '' CODEC(ZSTD(1))",
+)
+
 CONVERSATIONS = Table(
     "mast_conversations",
     (
@@ -181,6 +206,7 @@ CONVERSATIONS = Table(
         "Turns",
         "Version",
         "AnnotatedAt",
+        *(column.split()[0] for column in _BLAME_COLUMNS),
     ),
     """
 CREATE TABLE IF NOT EXISTS {db}.mast_conversations (
@@ -226,13 +252,16 @@ CREATE TABLE IF NOT EXISTS {db}.mast_conversations (
     )) CODEC(ZSTD(1)),
     Version UInt64 CODEC(ZSTD(1)),
     AnnotatedAt DateTime64(9) CODEC(Delta, ZSTD(1)),
-    INDEX idx_conversation_id ConversationId TYPE bloom_filter(0.01) GRANULARITY 1,
+    """
+    + "".join(f"{column},\n    " for column in _BLAME_COLUMNS)
+    + """INDEX idx_conversation_id ConversationId TYPE bloom_filter(0.01) GRANULARITY 1,
     INDEX idx_task_id TaskId TYPE bloom_filter(0.01) GRANULARITY 1
 ) ENGINE = ReplacingMergeTree(Version)
 PARTITION BY toYYYYMM(Timestamp)
 ORDER BY TraceId
 SETTINGS index_granularity = 8192, """
     + _SETTINGS,
+    added_columns=_BLAME_COLUMNS,
 )
 
 FINDINGS = Table(
@@ -305,6 +334,157 @@ CREATE TABLE IF NOT EXISTS {db}.mast_schema_version (
 ORDER BY Version""",
 )
 
+# --- rollups the dashboards and alerts read --------------------------------------------------------
+#
+# `mast_run_modes`: one row per (run, version) with the run's distinct modes as a bit mask, bit i set
+# for `taxonomy.CODES[i]`. Fed by a materialized view on `mast_findings`, so it needs no writer of
+# its own. Why it stays right:
+# - keyed by (TraceId, Version) and read joined to the run's latest version (FINAL on
+#   `mast_conversations`), so a re-annotated run counts once, with its new modes only;
+# - merged with bit-or, which is idempotent: a replayed findings batch (deduplicated upstream anyway)
+#   or a second annotator reporting the same mode cannot count anything twice;
+# - `Timestamp` is the run's start, so readers can apply the same time filter as on runs.
+# A run without findings has no row here; readers LEFT JOIN and take a missing mask as 0.
+
+
+def _mode_bit(column: str) -> str:
+    codes = ", ".join(f"'{code}'" for code in CODES)
+    return f"toUInt32(bitShiftLeft(toUInt32(1), indexOf([{codes}], {column}) - 1))"
+
+
+RUN_MODES = Table(
+    "mast_run_modes",
+    (),  # filled by the materialized view below, never written directly
+    """
+CREATE TABLE IF NOT EXISTS {db}.mast_run_modes (
+    Timestamp SimpleAggregateFunction(min, DateTime64(9)) CODEC(Delta, ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    Version UInt64 CODEC(ZSTD(1)),
+    ModeMask SimpleAggregateFunction(groupBitOr, UInt32) CODEC(ZSTD(1))
+) ENGINE = AggregatingMergeTree()
+ORDER BY (TraceId, Version)
+SETTINGS index_granularity = 8192""",
+    backfill_template=f"""
+INSERT INTO {{db}}.mast_run_modes
+SELECT min(Timestamp), TraceId, Version, groupBitOr({_mode_bit("Mode")})
+FROM {{db}}.mast_findings
+GROUP BY TraceId, Version""",
+)
+
+RUN_MODES_MV = Table(
+    "mast_run_modes_mv",
+    (),
+    f"""
+CREATE MATERIALIZED VIEW IF NOT EXISTS {{db}}.mast_run_modes_mv
+TO {{db}}.mast_run_modes
+AS SELECT
+    min(Timestamp) AS Timestamp,
+    TraceId,
+    Version,
+    groupBitOr({_mode_bit("Mode")}) AS ModeMask
+FROM {{db}}.mast_findings
+GROUP BY TraceId, Version""",
+)
+
+# `mast_collector_stats`: snapshots of each collector's own metrics (the numbers its Prometheus
+# endpoint serves), one row per metric per snapshot, so that Grafana's pipeline-health alerts (judge
+# errors, spool growth, silent collectors) need nothing but ClickHouse. `Metric` is the metric's
+# name without the `mast_otel_` prefix, e.g. "spool_bytes", "judge_errors", "store_errors".
+COLLECTOR_STATS = Table(
+    "mast_collector_stats",
+    ("Timestamp", "Instance", "Metric", "Value"),
+    """
+CREATE TABLE IF NOT EXISTS {db}.mast_collector_stats (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    Instance LowCardinality(String) CODEC(ZSTD(1)),
+    Metric LowCardinality(String) CODEC(ZSTD(1)),
+    Value Float64 CODEC(ZSTD(1))
+) ENGINE = MergeTree()
+PARTITION BY toDate(Timestamp)
+ORDER BY (Metric, Instance, Timestamp)
+SETTINGS index_granularity = 8192, """
+    + _SETTINGS,
+)
+
+# `mast_judge_usage`: the LLM judge's ledger, one row per decision about a run (judged, answered
+# from its cache, skipped and why, failed and why) with requests, tokens and cost. Rows of judged
+# runs carry the verdict (JSON), looked up by `ContentHash`: the judge's cache that survives restarts.
+# Plain MergeTree: every row is an event; the insert deduplication token covers replays.
+JUDGE_USAGE = Table(
+    "mast_judge_usage",
+    (
+        "Timestamp",
+        "ContentHash",
+        "TraceId",
+        "ServiceName",
+        "RunModel",
+        "JudgeModel",
+        "Status",
+        "Reason",
+        "Requests",
+        "Chunks",
+        "InputTokens",
+        "OutputTokens",
+        "CostUsd",
+        "UnknownModes",
+        "Verdict",
+    ),
+    """
+CREATE TABLE IF NOT EXISTS {db}.mast_judge_usage (
+    Timestamp DateTime64(9) CODEC(Delta, ZSTD(1)),
+    ContentHash String CODEC(ZSTD(1)),
+    TraceId String CODEC(ZSTD(1)),
+    ServiceName LowCardinality(String) CODEC(ZSTD(1)),
+    RunModel LowCardinality(String) CODEC(ZSTD(1)),
+    JudgeModel LowCardinality(String) CODEC(ZSTD(1)),
+    Status LowCardinality(String) CODEC(ZSTD(1)),
+    Reason String CODEC(ZSTD(1)),
+    Requests UInt32 CODEC(ZSTD(1)),
+    Chunks UInt32 CODEC(ZSTD(1)),
+    InputTokens UInt64 CODEC(ZSTD(1)),
+    OutputTokens UInt64 CODEC(ZSTD(1)),
+    CostUsd Float64 CODEC(ZSTD(1)),
+    UnknownModes Array(LowCardinality(String)) CODEC(ZSTD(1)),
+    Verdict String CODEC(ZSTD(1)),
+    INDEX idx_trace_id TraceId TYPE bloom_filter(0.01) GRANULARITY 1
+) ENGINE = MergeTree()
+PARTITION BY toYYYYMM(Timestamp)
+ORDER BY (ContentHash, Timestamp)
+SETTINGS index_granularity = 8192, """
+    + _SETTINGS,
+)
+
+# --- raw OTLP ingest ---------------------------------------------------------------------------------
+#
+# `mast_otlp_requests` takes serialized ExportTraceServiceRequests as they came off the wire (input
+# format Protobuf, see `otlp_ingest.OtlpSpanWriter`), one row per request, and keeps nothing (Null
+# engine). Its materialized view flattens each request into `otel_traces` rows, the same rows the
+# Python path writes (`otlp_schema` says how), and `otel_traces_trace_id_ts_mv` follows as usual.
+
+
+_DATABASE_MARKER = "__database__"
+
+
+def _sql_template(sql: str) -> str:
+    """Generated SQL as a `Table` template: its braces escaped, `_DATABASE_MARKER` made `{db}`."""
+    return sql.replace("{", "{{").replace("}", "}}").replace(_DATABASE_MARKER, "{db}")
+
+
+OTLP_REQUESTS = Table(
+    "mast_otlp_requests",
+    (),  # raw protobuf only, see otlp_ingest
+    "\nCREATE TABLE IF NOT EXISTS {db}.mast_otlp_requests (\n    "
+    + _sql_template(otlp_schema.landing_columns())
+    + "\n) ENGINE = Null",
+)
+
+OTLP_REQUESTS_MV = Table(
+    "mast_otlp_requests_mv",
+    (),
+    "\nCREATE MATERIALIZED VIEW IF NOT EXISTS {db}.mast_otlp_requests_mv\nTO {db}.otel_traces\nAS"
+    + _sql_template(otlp_schema.flatten_select(f"{_DATABASE_MARKER}.mast_otlp_requests")),
+)
+
 # In creation order: the materialized view needs both its source and its target.
 TABLES: Final[tuple[Table, ...]] = (
     TRACES,
@@ -314,6 +494,12 @@ TABLES: Final[tuple[Table, ...]] = (
     FINDINGS,
     OUTCOMES,
     SCHEMA_VERSIONS,
+    RUN_MODES,
+    RUN_MODES_MV,
+    COLLECTOR_STATS,
+    JUDGE_USAGE,
+    OTLP_REQUESTS,
+    OTLP_REQUESTS_MV,
 )
 
 
@@ -323,6 +509,22 @@ def create_statements(database: str = DEFAULT_DATABASE) -> tuple[str, ...]:
         f"CREATE DATABASE IF NOT EXISTS {quote_database(database)}",
         *(table.create(database) for table in TABLES),
     )
+
+
+def _add_missing_columns(client: Client, database: str, table: Table) -> None:
+    """Give a table created by an older mast-otel the columns added since (ALTER only when needed)."""
+    present = {
+        row[0]
+        for row in client.query(
+            "SELECT name FROM system.columns WHERE database = {database:String} AND table = {table:String}",
+            parameters={"database": database, "table": table.name},
+        ).result_rows
+    }
+    for column in table.added_columns:
+        if column.split()[0] not in present:
+            client.command(
+                f"ALTER TABLE {quote_database(database)}.{table.name} ADD COLUMN IF NOT EXISTS {column}"
+            )
 
 
 def ensure_schema(client: Client, database: str = DEFAULT_DATABASE) -> None:
@@ -344,9 +546,18 @@ def ensure_schema(client: Client, database: str = DEFAULT_DATABASE) -> None:
             "SELECT name FROM system.tables WHERE database = {database:String}", parameters=in_database
         ).result_rows
     }
+    created = []
     for table in TABLES:
         if table.name not in present:
             client.command(table.create(database))
+            created.append(table)
+    for table in created:
+        # A rollup added to a database that already holds findings starts from them.
+        if table.backfill_template:
+            client.command(table.backfill(database))
+    for table in TABLES:
+        if table.added_columns and table.name in present:
+            _add_missing_columns(client, database, table)
     stored = client.query(f"SELECT max(Version) FROM {quoted}.{SCHEMA_VERSIONS.name}").result_rows[0][0]
     if stored > SCHEMA_VERSION:
         raise StoreError(

@@ -1,13 +1,16 @@
-"""Plumbing every rule detector shares: reading tool turns and building its one, bounded Finding."""
+"""Plumbing every rule detector shares: the `Detector` base, reading tool turns, building its one,
+bounded Finding."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable
 
 from mast_otel.annotate.base import Evidence, Finding
 from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
 from mast_otel.taxonomy import mode
 
+from ._facts import RunFacts
 from ._text import normalise_space
 
 # A loop of hundreds of identical calls must not turn into a row of hundreds of step indexes.
@@ -16,6 +19,26 @@ MAX_EXPLANATION_CHARS = 200
 
 # Turns in which an agent speaks (as opposed to acting through a tool or handing off).
 SPEAKING_KINDS = frozenset({TurnKind.AGENT_MESSAGE, TurnKind.REASONING})
+
+
+class Detector(ABC):
+    """A rule detector: an `Annotator` on its own, and `detect` on facts shared with the others.
+
+    `RuleAnnotator` builds one `RunFacts` per run and hands it to every detector, so what several
+    detectors need (call keys, failure markers in results, success claims) is computed once.
+    """
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def name(self) -> str: ...
+
+    @abstractmethod
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]: ...
+
+    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+        return self.detect(RunFacts(conversation))
 
 
 def tool_turns(conversation: Conversation) -> list[tuple[Turn, ToolCall]]:
@@ -32,6 +55,11 @@ def unique(turns: Iterable[Turn]) -> list[Turn]:
             seen.add(turn.index)
             kept.append(turn)
     return kept
+
+
+def word_overlap(a: frozenset[str], b: frozenset[str]) -> float:
+    """Jaccard overlap of two vocabularies: 1.0 for the same words, 0.0 for none in common."""
+    return len(a & b) / len(a | b) if a or b else 0.0
 
 
 def steps(turns: Iterable[Turn], limit: int = 6) -> str:

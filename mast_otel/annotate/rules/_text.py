@@ -10,10 +10,11 @@ is healthy" and "not yet verified" are not; "3 errors" is a failure marker, "err
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from mast_otel.conversation.model import ToolCall
@@ -63,6 +64,25 @@ def sentences(text: str) -> list[str]:
     return [s for s in _SENTENCE_END.split(text[:MAX_SCAN_CHARS]) if s.strip()]
 
 
+# A word (as `words` reads them), or the end of a sentence (as `sentences` splits them).
+_WORD_OR_END = re.compile(r"[.!?](?=\s)|\n|;(?=\s)|[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
+
+
+def sentence_words(text: str) -> list[list[str]]:
+    """`words` of each of `sentences`, in one pass over the text; sentences without words dropped.
+
+    The tokens are joined, lower-cased and split back at sentence ends by C code, not token by token.
+    """
+    text = text[:MAX_SCAN_CHARS]
+    if "n't" in text or "n’t" in text or "N'T" in text:
+        text = _NOT_CONTRACTION.sub(" not", text)
+    joined = "\x00".join(_WORD_OR_END.findall(text)).lower()
+    return [sentence.split("\x00") for sentence in _TOKEN_ENDS.split(joined) if sentence]
+
+
+_TOKEN_ENDS = re.compile(r"(?:^|\x00)[.!?\n;](?=\x00|$)(?:\x00[.!?\n;](?=\x00|$))*\x00?")
+
+
 _MAX_QUESTION_CHARS = 300
 _CODE_CHARS = frozenset("(){}[]=`<>")
 
@@ -104,8 +124,12 @@ def _parse_json(text: str) -> object | None:
     return parsed
 
 
+@functools.lru_cache(maxsize=1024)
 def canonical_arguments(arguments: str) -> str:
-    """Arguments as a comparable string: JSON parsed with keys sorted, whitespace collapsed."""
+    """Arguments as a comparable string: JSON parsed with keys sorted, whitespace collapsed.
+
+    Remembered for the last arguments seen: runs call the same tools with the same arguments over
+    and over (that is what repetition is), and every detector that compares calls asks."""
     text = arguments.strip()
     parsed = _parse_json(text)
     if parsed is not None:
@@ -208,6 +232,8 @@ def _verb_table() -> dict[str, ActionKind]:
 
 
 _VERB_KIND = _verb_table()
+# Every inflected form of a known verb -> the verb: "restarting" and "restarted" -> "restart".
+_VERB_ROOT = {form: verb for verb in (*MUTATING_VERBS, *READ_VERBS) for form in _inflections(verb)}
 _ACTION_FORMS = frozenset(_VERB_KIND) | frozenset(
     form for verb in GENERIC_ACTION_VERBS for form in _inflections(verb)
 )
@@ -232,6 +258,16 @@ def classify_call(call: ToolCall) -> ActionKind:
     if kind is ActionKind.OTHER and len(call.arguments) <= _MAX_COMMAND_CHARS:
         kind = _first_verb_kind(words(call.arguments)[:_ARGUMENT_WORDS_SCANNED])
     return kind
+
+
+def verb_root(word: str) -> str | None:
+    """The known read or write verb `word` is a form of, if any ("deleting" -> "delete")."""
+    return _VERB_ROOT.get(word)
+
+
+def call_verbs(call: ToolCall) -> frozenset[str]:
+    """The known verbs in a call's name, as roots: `restart_pod` -> {"restart"}."""
+    return frozenset(root for word in words(call.name) if (root := _VERB_ROOT.get(word)) is not None)
 
 
 def is_action_verb(word: str) -> bool:
@@ -282,19 +318,65 @@ def _hedged(text: str, start: int, hedges: frozenset[str], window_words: int = 4
 # --- cue patterns ------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def lowered(text: str) -> str:
+    """`text.lower()`, remembered for the last few texts: every cue reads the same turn lower-cased,
+    and a detector pass asks about one turn many times in a row."""
+    return text.lower()
+
+
+_ESCAPE = re.compile(r"\\.")
+
+
 @dataclass(frozen=True, slots=True)
 class _Cue:
-    """A pattern, and lower-case keywords of which every match contains one: most texts hold none,
-    and a few substring tests are far cheaper than running the pattern over them."""
+    """A case-insensitive pattern, and lower-case keywords of which every match contains one.
+
+    Most texts hold no keyword, and a few substring tests are far cheaper than running the pattern.
+    When they do, a case-sensitive twin of the pattern runs over the lower-cased text (Python's
+    case-insensitive matching is several times slower) and each hit is re-matched in place on the
+    original, so callers get matches on the text they passed.
+    """
 
     keys: tuple[str, ...]
     pattern: re.Pattern[str]
+    # Every character a match can start with, when known: lets the engine skip the others at C speed
+    # (it cannot see that through a leading `\b` and an alternation).
+    starts: str = ""
+    _lower_pattern: re.Pattern[str] | None = field(init=False, repr=False, default=None)
+    _any_key: re.Pattern[str] = field(init=False, repr=False, default=re.compile(""))
+
+    def __post_init__(self) -> None:
+        # One search in C for any of the keywords, instead of a loop over them.
+        object.__setattr__(self, "_any_key", re.compile("|".join(map(re.escape, self.keys))))
+        if not self.pattern.flags & re.IGNORECASE:
+            return  # a case-sensitive cue ("TERMINATE") runs as it is
+        literal = _ESCAPE.sub("", self.pattern.pattern)
+        if literal != literal.lower():
+            raise ValueError(f"case-insensitive cues are written in lower case: {self.pattern.pattern[:60]}")
+        source = (
+            f"(?=[{re.escape(self.starts)}])(?:{self.pattern.pattern})"
+            if self.starts
+            else self.pattern.pattern
+        )
+        object.__setattr__(self, "_lower_pattern", re.compile(source, self.pattern.flags & ~re.IGNORECASE))
 
     def finditer(self, text: str) -> Iterator[re.Match[str]]:
         scanned = text[:MAX_SCAN_CHARS]
-        lowered = scanned.lower()
-        if any(key in lowered for key in self.keys):
+        lower = lowered(scanned)
+        if self._any_key.search(lower) is None:
+            return
+        if self._lower_pattern is None or len(lower) != len(scanned):
+            # case-sensitive, or a text where lower-casing changes lengths (rare): the plain way
             yield from self.pattern.finditer(scanned)
+            return
+        for hit in self._lower_pattern.finditer(lower):
+            match = self.pattern.match(scanned, hit.start())
+            if match is not None:
+                yield match
+
+    def search_in(self, text: str) -> re.Match[str] | None:
+        return next(self.finditer(text), None)
 
 
 _COMPLETION = _Cue(
@@ -355,6 +437,7 @@ _FAILURE_MARKER = _Cue(
         r"|\b5\d\d\s+(?:internal server error|bad gateway|service unavailable|gateway time-?out)",
         re.IGNORECASE,
     ),
+    starts="cdefhinoprstu5",
 )
 # A marker used as a key with an empty value says there is no failure: "errors: 0", "error": null.
 _EMPTY_VALUE_AFTER = re.compile(
@@ -475,9 +558,11 @@ def snippet(text: str, match: re.Match[str], radius: int = 30) -> str:
     return ("…" if start else "") + core + ("…" if end < len(text) else "")
 
 
+@functools.lru_cache(maxsize=256)
 def contradicting_outcome(call: ToolCall) -> str | None:
     """What in a call's outcome contradicts a success claim (its error, or the failure marker in its
-    result with some context), or None when nothing does."""
+    result with some context), or None when nothing does. Remembered for the last few calls: the
+    detectors and blame ask about the same calls."""
     if call.failed:
         return shorten(call.error, 60)
     if call.result is None:
@@ -486,10 +571,291 @@ def contradicting_outcome(call: ToolCall) -> str | None:
     return None if match is None else shorten(snippet(call.result, match), 80)
 
 
+# --- what agents say about their work ---------------------------------------------------------------
+
+# Words that, just before a cue, make it a refusal or a condition rather than what the agent does:
+# "instead of using placeholder values", "we should not assume", "if no results are found".
+DOING_HEDGES = frozenset({
+    "not", "no", "never", "without", "avoid", "instead", "rather", "than", "if", "unless", "whether",
+    "once", "until", "should", "must", "cannot",
+})  # fmt: skip
+
+_FABRICATION = _Cue(
+    (
+        "hypothetic",
+        "placeholder",
+        "dummy",
+        "mock",
+        "made up",
+        "made-up",
+        "fictional",
+        "fabricat",
+        "simulat",
+        "sample",
+        "illustrat",
+        "synthetic",
+        "demonstration",
+        "assum",
+        "pretend",
+        "suppos",
+    ),
+    re.compile(
+        r"\b(?:hypothetical|placeholder|dummy|mock(?:ed)?|made[- ]up|fictional|fabricated|simulated"
+        r"|illustrative|synthetic|fake)\s+(?:\w+\s+)?(?:data|values?|numbers?|figures?|results?"
+        r"|files?|dataset|inputs?|records?|entries|content|text|paths?|ids?|urls?|links?|responses?"
+        r"|outputs?|scenario|information|details|lyrics|pages?)\b"
+        r"|\bhypothetical(?:ly)?\b"
+        r"|\bfor (?:demonstration|illustration|illustrative) purposes\b"
+        r"|\b(?:let['’]s|let us|we(?:['’]ll| will| can)|i(?:['’]ll| will| can))\s+(?:just\s+|now\s+)?"
+        r"(?:assume|pretend|simulate|suppose|imagine|make up)\b"
+        r"|\bassuming\s+(?:that\s+)?(?:we|i)\s+(?:have|had|obtained|downloaded|found)\b",
+        re.IGNORECASE,
+    ),
+)
+
+_MISSING_INFORMATION = _Cue(
+    (
+        "not ",
+        "never",
+        "unclear",
+        "ambigu",
+        "unspecified",
+        "missing",
+        "lack",
+        "no access",
+        "no information",
+        "no details",
+        "no data",
+        "unable",
+        "cannot",
+        "can't",
+        "could not",
+        "couldn't",
+    ),
+    re.compile(
+        r"\b(?:not|never)\s+(?:been\s+|yet\s+|directly\s+)?(?:provided|specified|given|mentioned|defined"
+        r"|available|accessible|clear|included|attached|supplied|stated|known)\b"
+        r"|\b(?:unclear|ambiguous|ambiguity|unspecified|missing)\b"
+        r"|\black(?:s|ing)?\s+(?:the|any|specific|sufficient|enough)\b"
+        r"|\bno\s+(?:direct\s+)?(?:access|information|details|data)\b"
+        r"|\b(?:cannot|can['’]t|could not|couldn['’]t|unable to)\s+(?:directly\s+)?(?:access|find|locate"
+        r"|retrieve|download|determine|open|read|obtain|verify)\b",
+        re.IGNORECASE,
+    ),
+)
+
+_ASSUMPTION = _Cue(
+    ("assum", "guess", "presum", "suppos", "proceed with"),
+    re.compile(
+        r"\b(?:i|we)(?:['’]ll| will| can| shall| must| need to| have to)?\s+(?:just\s+)?"
+        r"(?:assume|guess|presume|suppose)\b"
+        r"|\blet(?:['’]s| us)\s+(?:just\s+)?(?:assume|suppose|guess|presume)\b"
+        r"|\bassuming\b|\b(?:educated|best|reasonable|rough)\s+guess\b|\bpresumably\b"
+        r"|\b(?:will|['’]ll|let['’]s|let us)\s+proceed\s+with\s+(?:an?\s+|the\s+)?(?:assumption|estimate"
+        r"|approximation|guess|general|typical|standard|common)\b",
+        re.IGNORECASE,
+    ),
+)
+
+# A reaction to what just happened that says it went wrong ("It seems the search returned nothing",
+# "Unfortunately...", "There was an error..."); read at the start of a message only, where agents
+# react to the previous step, not deep in a report where they recount history.
+_SETBACK = _Cue(
+    (
+        "seem",
+        "appear",
+        "looks like",
+        "unfortunately",
+        "error",
+        "issue",
+        "problem",
+        "mistake",
+        "bug",
+        "did not",
+        "didn't",
+        "does not",
+        "doesn't",
+        "incorrect",
+        "wrong",
+        "inaccurate",
+        "invalid",
+        "flawed",
+        "failed",
+    ),
+    re.compile(
+        r"\b(?:it|this|that)\s+(?:seems|appears|looks)(?:\s+like)?\b[^.!?\n]{0,160}?"
+        r"\b(?:errors?|not|no|failed|fail(?:s|ure)?|issues?|problems?|empty|missing|incorrect|wrong"
+        r"|unable|nothing|none|did(?:n['’]t| not))\b"
+        r"|\bunfortunately\b"
+        r"|\bthere\s+(?:was|is|were|seems to be|appears to be)\s+(?:an?\s+|some\s+)?(?:error|issue|problem"
+        r"|mistake|bug)\b"
+        r"|\b(?:did|does|do)(?:\s+not|n['’]t)\s+(?:return|produce|yield|find|contain|work|provide|match"
+        r"|succeed|load|run)\b"
+        r"|\b(?:is|was|are|were|seems?)\s+(?:incorrect|wrong|inaccurate|invalid|flawed|mistaken)\b"
+        r"|\b(?:the\s+)?(?:execution|code|script|search|command|request|call|query)\s+failed\b",
+        re.IGNORECASE,
+    ),
+)
+SETBACK_WINDOW_CHARS = 400
+
+_INABILITY = _Cue(
+    ("unable", "not able", "could not", "couldn't", "cannot", "can't", "no ", "not found", "404"),
+    re.compile(
+        r"\b(?:unable to|not able to|could not|couldn['’]t|cannot|can['’]t)\s+(?:\w+\s+)?(?:find|locate"
+        r"|access|retrieve|determine|identify|obtain|get|verify|confirm|download|open|load|extract)\b"
+        r"|\bno\s+(?:relevant\s+|useful\s+|matching\s+)?(?:results|matches|information|data|records)\s+"
+        r"(?:(?:were|was|is|are)\s+)?(?:found|returned|available)\b"
+        r"|\b(?:page|file|resource|document|article)\s+(?:was\s+)?not\s+found\b"
+        r"|\b404\b",
+        re.IGNORECASE,
+    ),
+)
+
+# Self-assessments that the team is stuck ("we are not making progress", "we are in a loop").
+_NO_PROGRESS = _Cue(
+    ("progress", "loop", "stall", "repeating", "stuck"),
+    re.compile(
+        r"\b(?:not|no)\s+(?:making\s+)?(?:any\s+|much\s+)?(?:real\s+)?progress\b"
+        r"|\b(?:are|is|were|was|be|stuck)\s+in\s+a\s+loop\b"
+        r"|\bstall(?:ed|ing)\b|\brepeating\s+(?:the\s+same|ourselves|itself|myself)\b|\bstuck\b",
+        re.IGNORECASE,
+    ),
+)
+
+_RESTART = _Cue(
+    ("start", "scratch", "begin", "plan", "reset"),
+    re.compile(
+        r"\b(?:start(?:ing)?|begin(?:ning)?)\s+(?:over|again|afresh|anew|from\s+scratch"
+        r"|from\s+the\s+(?:beginning|start))\b"
+        r"|\bfrom\s+scratch\b|\bre-?plan(?:ning)?\b|\bnew\s+plan\b"
+        r"|\breset(?:ting)?\s+(?:the\s+|our\s+)?(?:conversation|chat|task|context|progress|team|everything)\b",
+        re.IGNORECASE,
+    ),
+)
+
+_CORRECTION = _Cue(
+    (
+        "you should",
+        "you need",
+        "you must",
+        "please",
+        "instead",
+        "suggest",
+        "recommend",
+        "make sure",
+        "be careful",
+        "incorrect",
+        "wrong",
+        "not correct",
+        "forgot",
+        "missed",
+        "do not",
+        "don't",
+    ),
+    re.compile(
+        r"\byou\s+(?:should|need to|must|have to|forgot|missed)\b"
+        r"|\bplease\s+(?:use|try|check|fix|correct|avoid|do not|don['’]t|re-?run|verify|change|update)\b"
+        r"|\binstead,?\s+(?:use|try|call|run|check)\b|\bi\s+(?:suggest|recommend)\b"
+        r"|\b(?:make sure|be careful)\b"
+        r"|\b(?:that|this|it|which)(?:['’]s|\s+is|\s+was)\s+(?:incorrect|wrong|not correct)\b"
+        r"|\b(?:do not|don['’]t)\s+(?:use|call|run|repeat|retry)\b",
+        re.IGNORECASE,
+    ),
+)
+
+# "Do not restart any pods", "without deleting", "never scale": the verb the task forbids.
+_PROHIBITION = re.compile(
+    r"\b(?:do\s+not|don['’]t|never|must\s+not|mustn['’]t|should\s+not|shouldn['’]t|may\s+not|avoid"
+    r"|without)\s+(?:(?:any|the|a|an|to|be|ever|make|making|perform|performing|allowed\s+to)\s+){0,2}"
+    r"(?P<verb>[a-z]+)",
+    re.IGNORECASE,
+)
+
+
+def _first_unhedged(
+    cue: _Cue, text: str, hedges: frozenset[str], limit: int = MAX_SCAN_CHARS
+) -> re.Match[str] | None:
+    scanned = text[:limit]
+    for match in cue.finditer(scanned):
+        # Upper-case text is a heading or a template ("4. EDUCATED GUESSES"), not the agent speaking.
+        if not match.group(0).isupper() and not _hedged_in_clause(scanned, match.start(), hedges):
+            return match
+    return None
+
+
+_CLAUSE_END = re.compile(r"[,.;:!?\n](?!.*[,.;:!?\n])", re.DOTALL)
+
+
+def _hedged_in_clause(text: str, start: int, hedges: frozenset[str], window_words: int = 3) -> bool:
+    """A hedge among the few words before `start` in the same clause: in "it is not specified, so
+    I'll assume", the "not" belongs to the clause before and does not hedge the assumption."""
+    before = text[max(0, start - _HEDGE_WINDOW_CHARS) : start]
+    end = _CLAUSE_END.search(before)
+    if end is not None:
+        before = before[end.end() :]
+    return any(word in hedges for word in words(before)[-window_words:])
+
+
+def find_fabrication(text: str) -> re.Match[str] | None:
+    """Made-up inputs standing in for real ones ("let's assume", "placeholder values", "hypothetical")."""
+    return _first_unhedged(_FABRICATION, text, DOING_HEDGES)
+
+
+def find_missing_information(text: str) -> re.Match[str] | None:
+    """A statement that something needed is missing or unclear ("not specified", "cannot access")."""
+    return _first_unhedged(_MISSING_INFORMATION, text, frozenset({"if", "whether", "unless"}))
+
+
+def find_assumption(text: str) -> re.Match[str] | None:
+    """The agent proceeding on an assumption or a guess ("I'll assume", "presumably", "best guess")."""
+    return _first_unhedged(_ASSUMPTION, text, DOING_HEDGES)
+
+
+def find_setback(text: str) -> re.Match[str] | None:
+    """A reaction, at the start of a message, that the previous step went wrong."""
+    return _SETBACK.search_in(text[:SETBACK_WINDOW_CHARS])
+
+
+def find_inability(text: str) -> re.Match[str] | None:
+    """The agent reporting it could not do or find something ("unable to locate", "no results found")."""
+    return _first_unhedged(_INABILITY, text, frozenset({"if", "whether", "unless", "when"}), 4096)
+
+
+_NO_PROGRESS_HEDGES = frozenset({"if", "whether", "unless", "avoid", "not", "never", "no"})
+
+
+def find_no_progress(text: str) -> re.Match[str] | None:
+    """A self-assessment that the team is stuck ("not making progress", "in a loop", "stalled")."""
+    return _first_unhedged(_NO_PROGRESS, text, _NO_PROGRESS_HEDGES, 4096)
+
+
+def find_restart(text: str) -> re.Match[str] | None:
+    """Starting the work over ("let's start over", "from scratch", "replanning", "new plan")."""
+    return _first_unhedged(_RESTART, text, DOING_HEDGES, 4096)
+
+
+def find_correction(text: str) -> re.Match[str] | None:
+    """A correction or suggestion addressed to another agent ("you should", "please use", "that's wrong")."""
+    return _first_unhedged(_CORRECTION, text, frozenset({"if", "whether", "unless"}), 4096)
+
+
+def forbidden_verbs(task: str) -> frozenset[str]:
+    """The known read or write verbs the task forbids, as roots ("do not restart anything" -> restart)."""
+    if not task:
+        return frozenset()
+    found = set()
+    for match in _PROHIBITION.finditer(task[:MAX_SCAN_CHARS]):
+        root = verb_root(match.group("verb").lower())
+        if root is not None:
+            found.add(root)
+    return frozenset(found)
+
+
 # --- entities: the things tool arguments act on ---------------------------------------------------
 
-_ENTITY_TOKEN = re.compile(r"[a-z0-9][a-z0-9._\-/:@]*[a-z0-9]|[a-z0-9]")
 _ENTITY_PARTS = re.compile(r"[/:@.=,]+")
+# Characters that continue an identifier part: "api" is not found in "rapid" nor in "api-v2".
+_PART_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
 _NOT_AN_ENTITY = re.compile(r"[\d\W_]+")  # numbers, dates, punctuation
 # Argument values too generic to say what a call is about.
 GENERIC_VALUES = frozenset({
@@ -499,23 +865,17 @@ GENERIC_VALUES = frozenset({
 _MAX_ENTITY_CHARS = 80
 
 
-def entity_tokens(text: str) -> set[str]:
-    """The identifier-like tokens of a text, whole and split at / : @ . = , ("shop/api" -> shop, api)."""
-    tokens = set(_ENTITY_TOKEN.findall(text[:MAX_SCAN_CHARS].lower()))
-    for token in [t for t in tokens if "/" in t or ":" in t or "@" in t or "." in t]:
-        tokens.update(part for part in _ENTITY_PARTS.split(token) if part)
-    return tokens
-
-
-def argument_entities(arguments: str) -> list[str]:
+@functools.lru_cache(maxsize=1024)
+def argument_entities(arguments: str) -> tuple[str, ...]:
     """Identifier-like string values of JSON arguments (names of services, hosts, namespaces...).
 
     Free text (values with spaces), numbers and generic values are not entities; non-JSON arguments
-    have none, since without keys a command line cannot be told from its flags.
+    have none, since without keys a command line cannot be told from its flags. Remembered for the
+    last arguments seen, as `canonical_arguments` is.
     """
     values = json_string_values(arguments)
     if values is None:
-        return []
+        return ()
     entities: list[str] = []
     for value in values:
         value = value.strip().lower()
@@ -527,12 +887,40 @@ def argument_entities(arguments: str) -> list[str]:
             and value not in entities
         ):
             entities.append(value)
-    return entities
+    return tuple(entities)
 
 
-def grounded(entity: str, known: set[str]) -> bool:
-    """Whether an entity, or every part of it, is among the known tokens."""
-    if entity in known:
-        return True
-    parts = [part for part in _ENTITY_PARTS.split(entity) if part]
-    return bool(parts) and all(part in known for part in parts)
+def entity_parts(entity: str) -> frozenset[str]:
+    """An entity's parts, split at / : @ . = , ("shop/api" -> shop, api; "billing-db" stays whole)."""
+    return frozenset(part for part in _ENTITY_PARTS.split(entity) if part)
+
+
+class EntityFinder:
+    """Finds a fixed set of entity parts in texts, as whole words (not inside longer identifiers).
+
+    Built once per run from the parts of the entities its calls act on, so a text is searched (in C)
+    only for those of them not found yet, instead of being split into every identifier it holds.
+    """
+
+    def __init__(self, parts: Iterable[str]) -> None:
+        self._parts = tuple(sorted(set(parts)))
+
+    def find(self, text: str, known: set[str]) -> set[str]:
+        """The parts, not already `known`, that occur in `text` as whole words."""
+        found: set[str] = set()
+        lower: str | None = None
+        for part in self._parts:
+            if part in known:
+                continue
+            if lower is None:
+                lower = lowered(text[:MAX_SCAN_CHARS])
+            start = lower.find(part)
+            while start >= 0:
+                end = start + len(part)
+                if (start == 0 or lower[start - 1] not in _PART_CHARS) and (
+                    end == len(lower) or lower[end] not in _PART_CHARS
+                ):
+                    found.add(part)
+                    break
+                start = lower.find(part, start + 1)
+        return found

@@ -12,10 +12,16 @@ from collections.abc import Sequence
 from mast_otel.annotate.base import Annotator, Finding
 from mast_otel.conversation.model import Conversation
 
+from ._facts import RunFacts
+from ._shared import Detector
+from .clarification import FailToAskForClarification
+from .collaboration import IgnoredOtherAgentsInput, InformationWithholding
 from .derailment import TaskDerailment
 from .history import HistoryLoss
 from .reasoning import ReasoningActionMismatch
 from .repetition import StepRepetition
+from .reset import ConversationReset
+from .specification import DisobeyRoleSpecification, DisobeyTaskSpecification
 from .termination import PrematureTermination, UnawareOfTermination
 from .verification import IncorrectVerification, NoVerification
 
@@ -23,12 +29,18 @@ _log = logging.getLogger(__name__)
 
 
 def default_detectors() -> tuple[Annotator, ...]:
-    """One detector per mode the rules can see, with their default thresholds."""
+    """One detector per MAST mode, in taxonomy order, with their default thresholds."""
     return (
+        DisobeyTaskSpecification(),
+        DisobeyRoleSpecification(),
         StepRepetition(),
         HistoryLoss(),
         UnawareOfTermination(),
+        ConversationReset(),
+        FailToAskForClarification(),
         TaskDerailment(),
+        InformationWithholding(),
+        IgnoredOtherAgentsInput(),
         ReasoningActionMismatch(),
         PrematureTermination(),
         NoVerification(),
@@ -47,10 +59,14 @@ class RuleAnnotator:
         return "rules"
 
     def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+        facts = RunFacts(conversation)  # shared: each fact about a turn is computed once per run
         findings: list[Finding] = []
         for detector in self.detectors:
             try:
-                findings.extend(detector.annotate(conversation))
+                if isinstance(detector, Detector):
+                    findings.extend(detector.detect(facts))
+                else:
+                    findings.extend(detector.annotate(conversation))
             except Exception:
                 _log.exception(
                     "rule detector %s failed on trace %s; its findings are skipped",

@@ -22,23 +22,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mast_otel.annotate.base import Finding
-from mast_otel.conversation.model import Conversation, Turn, TurnKind
+from mast_otel.conversation.model import Turn, TurnKind
 
-from ._shared import make_finding, steps
-from ._text import argument_entities, entity_tokens, grounded, shorten
+from ._facts import RunFacts
+from ._shared import Detector, make_finding, steps
+from ._text import EntityFinder, argument_entities, entity_parts, shorten
 
 _GROUNDING_KINDS = frozenset({TurnKind.USER, TurnKind.SYSTEM})
 
 
 @dataclass(frozen=True, slots=True)
-class TaskDerailment:
+class TaskDerailment(Detector):
     min_stretch: int = 3
 
     @property
     def name(self) -> str:
         return "rules/task_derailment"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
+        conversation = facts.conversation
         acting_on = {
             turn.index: entities
             for turn in conversation.turns
@@ -46,20 +48,24 @@ class TaskDerailment:
         }
         if len(acting_on) < self.min_stretch:
             return ()
-        known = entity_tokens(conversation.task)
+        parts = {entity: entity_parts(entity) for entities in acting_on.values() for entity in entities}
+        finder = EntityFinder(part for found in parts.values() for part in found)
+        known = finder.find(conversation.task, set())  # the parts of those entities the run was told about
+        told = _says_something(conversation.task)
         stretch: list[tuple[Turn, list[str]]] = []
         worst: list[tuple[Turn, list[str]]] = []
         for turn in conversation.turns:
             if turn.kind in _GROUNDING_KINDS:
-                known |= entity_tokens(turn.content)
+                known |= finder.find(turn.content, known)
+                told = told or _says_something(turn.content)
                 continue
             if turn.tool is None:
                 continue
-            if not known:
+            if not told:
                 return ()  # nothing says what the task is about: nothing to derail from
-            entities = acting_on.get(turn.index, [])
+            entities = acting_on.get(turn.index, ())
             if entities:
-                strays = [entity for entity in entities if not grounded(entity, known)]
+                strays = [entity for entity in entities if not parts[entity] <= known]
                 if 2 * len(strays) > len(entities):
                     stretch.append((turn, strays))
                 else:
@@ -68,7 +74,8 @@ class TaskDerailment:
                     # Shared, not copied: a reset binds `stretch` to a new list and leaves `worst` intact.
                     worst = stretch
             if turn.tool.result:
-                known |= entity_tokens(turn.tool.result) - entity_tokens(" ".join(entities))
+                echoed = {part for entity in entities for part in parts[entity]}
+                known |= finder.find(turn.tool.result, known) - echoed
         if len(worst) < self.min_stretch:
             return ()
         strays = list(dict.fromkeys(entity for _, found in worst for entity in found))
@@ -85,3 +92,7 @@ class TaskDerailment:
                 annotator=self.name,
             ),
         )
+
+
+def _says_something(text: str) -> bool:
+    return any(character.isalnum() for character in text[:256])

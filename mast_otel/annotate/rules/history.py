@@ -30,14 +30,15 @@ from dataclasses import dataclass
 from mast_otel.annotate.base import Finding
 from mast_otel.conversation.model import Conversation, Turn, TurnKind
 
-from ._shared import make_finding, tool_turns
-from ._text import ActionKind, CallKey, call_key, classify_call, questions, render_call, words
+from ._facts import RunFacts
+from ._shared import Detector, make_finding
+from ._text import ActionKind, CallKey, questions, render_call, words
 
 _MIN_QUESTION_WORDS = 4
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryLoss:
+class HistoryLoss(Detector):
     drop_ratio: float = 0.5
     min_drop: int = 3
     initial_calls: int = 2
@@ -47,12 +48,13 @@ class HistoryLoss:
     def name(self) -> str:
         return "rules/history_loss"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
+        conversation = facts.conversation
         signals = [
             signal
             for signal in (
                 self._context_drop(conversation),
-                self._rediscovery(conversation),
+                self._rediscovery(facts),
                 _reasked_question(conversation),
             )
             if signal is not None
@@ -99,12 +101,12 @@ class HistoryLoss:
                 )
         return None
 
-    def _rediscovery(self, conversation: Conversation) -> tuple[float, list[Turn], str] | None:
+    def _rediscovery(self, facts: RunFacts) -> tuple[float, list[Turn], str] | None:
         discovery: dict[tuple[str, CallKey], tuple[Turn, int]] = {}  # -> (turn, position among calls)
         calls_made: dict[str, int] = {}
         last_change = -1  # position of the latest state-changing call
-        for position, (turn, call) in enumerate(tool_turns(conversation)):
-            key = (turn.agent, call_key(call))
+        for position, (turn, call) in enumerate(facts.tool_turns):
+            key = (turn.agent, facts.call_key(turn, call))
             made = calls_made.get(turn.agent, 0)
             calls_made[turn.agent] = made + 1
             if made < self.initial_calls:
@@ -122,7 +124,7 @@ class HistoryLoss:
                         f"{turn.agent or 'the agent'} re-runs its initial {render_call(call, 50)} "
                         f"(step {first.index}) at step {turn.index} with nothing changed in between",
                     )
-            if classify_call(call) is ActionKind.MUTATE:
+            if facts.action_kind(turn, call) is ActionKind.MUTATE:
                 last_change = position
         return None
 

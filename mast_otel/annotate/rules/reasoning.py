@@ -24,13 +24,16 @@ tool calls, framework retries) can look like mismatches.
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
 from mast_otel.annotate.base import Finding
-from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
+from mast_otel.conversation.model import ToolCall, Turn, TurnKind
 
-from ._shared import SPEAKING_KINDS, make_finding
+from ._facts import RunFacts
+from ._shared import SPEAKING_KINDS, Detector, make_finding
 from ._text import (
     CLAUSE_BREAKS,
     CONDITIONAL_WORDS,
@@ -38,7 +41,8 @@ from ._text import (
     MAX_SCAN_CHARS,
     NEGATING_PAIRS,
     NEGATION_WORDS,
-    sentences,
+    lowered,
+    sentence_words,
     stem,
     words,
 )
@@ -76,31 +80,28 @@ class _Pending:
 class _ToolLexicon:
     """Finds mentions of the run's tool names in text, as (stemmed) word sequences."""
 
-    def __init__(self, tool_names: set[str]) -> None:
+    def __init__(self, tool_names: frozenset[str]) -> None:
         self._by_first_word: dict[str, list[tuple[str, tuple[str, ...]]]] = {}
-        first_words: set[str] = set()
         for name in sorted(tool_names):
             name_words = tuple(stem(word) for word in words(name))
             if name_words:
-                first_words.add(name_words[0])
                 entry = (name, name_words)
                 # Keyed by the plain and the plural form, so that text words need no stemming to look up.
                 for form in {name_words[0], name_words[0] + "s"}:
                     self._by_first_word.setdefault(form, []).append(entry)
-        self._first_words = tuple(sorted(first_words))
+        firsts = sorted(self._by_first_word, key=lambda word: (-len(word), word))
+        self._first_word = re.compile("|".join(map(re.escape, firsts))) if firsts else None
 
     def __bool__(self) -> bool:
         return bool(self._by_first_word)
 
-    def may_mention(self, text: str) -> bool:
-        """A cheap pre-test: does the text contain any tool's first word at all?"""
-        lowered = text[:MAX_SCAN_CHARS].lower()
-        return any(first in lowered for first in self._first_words)
+    def may_mention(self, lower: str) -> bool:
+        """A cheap pre-test on lower-cased text (one search in C): does it hold a tool's first word?"""
+        return self._first_word is not None and self._first_word.search(lower) is not None
 
     def mentions(self, raw: list[str]) -> list[tuple[int, str]]:
         """(position, tool name) for each tool mentioned in the words `raw`."""
         found: list[tuple[int, str]] = []
-        stemmed: list[str] | None = None
         for position, word in enumerate(raw):
             candidates = self._by_first_word.get(word)
             if not candidates:
@@ -109,12 +110,15 @@ class _ToolLexicon:
                 if len(name_words) == 1:
                     if _framed_as_tool(raw, position):
                         found.append((position, name))
-                    continue
-                if stemmed is None:
-                    stemmed = [stem(w) for w in raw]
-                if _follows(stemmed, position, name_words):
+                elif _follows(raw, position, name_words):
                     found.append((position, name))
         return found
+
+
+@functools.lru_cache(maxsize=64)
+def _lexicon(tool_names: frozenset[str]) -> _ToolLexicon:
+    """The lexicon of a set of tools, built once: an agent's runs call the same tools over and over."""
+    return _ToolLexicon(tool_names)
 
 
 def _framed_as_tool(raw: list[str], position: int) -> bool:
@@ -123,10 +127,11 @@ def _framed_as_tool(raw: list[str], position: int) -> bool:
     return any(w in _TOOL_CONTEXT_BEFORE for w in before) or any(w in _TOOL_CONTEXT_AFTER for w in after)
 
 
-def _follows(stemmed: list[str], position: int, name_words: tuple[str, ...]) -> bool:
+def _follows(raw: list[str], position: int, name_words: tuple[str, ...]) -> bool:
+    """Whether the rest of a tool name's (stemmed) words follow `position`, a few words apart at most."""
     cursor = position
     for word in name_words[1:]:
-        window = stemmed[cursor + 1 : cursor + 2 + _MAX_GAP_WORDS]
+        window = [stem(w) for w in raw[cursor + 1 : cursor + 2 + _MAX_GAP_WORDS]]
         if word not in window:
             return False
         cursor += 1 + window.index(word)
@@ -151,12 +156,14 @@ def _stance(turn: Turn, lexicon: _ToolLexicon) -> _Stance | None:
     announced: list[str] = []
     refused: set[str] = set()
     mentioned: set[str] = set()
-    if not lexicon.may_mention(turn.content):
+    if not lexicon.may_mention(lowered(turn.content[:MAX_SCAN_CHARS])):
         return None
-    for sentence in sentences(turn.content):
-        raw = words(sentence)
+    for raw in sentence_words(turn.content):
+        mentions = lexicon.mentions(raw)
+        if not mentions:
+            continue
         conditional = any(word in CONDITIONAL_WORDS for word in raw)
-        for position, name in lexicon.mentions(raw):
+        for position, name in mentions:
             mentioned.add(name)
             polarity = _Polarity.NEUTRAL if conditional else _polarity(raw, position)
             if polarity is _Polarity.INTENT and name not in announced:
@@ -169,13 +176,14 @@ def _stance(turn: Turn, lexicon: _ToolLexicon) -> _Stance | None:
 
 
 @dataclass(frozen=True, slots=True)
-class ReasoningActionMismatch:
+class ReasoningActionMismatch(Detector):
     @property
     def name(self) -> str:
         return "rules/reasoning_action_mismatch"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
-        lexicon = _ToolLexicon({turn.tool.name for turn in conversation.turns if turn.tool is not None})
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
+        conversation = facts.conversation
+        lexicon = _lexicon(frozenset(call.name for _, call in facts.tool_turns))
         if not lexicon:
             return ()
         pending: dict[str, _Pending] = {}
@@ -188,13 +196,15 @@ class ReasoningActionMismatch:
                 if mismatch is not None:
                     mismatches.append(mismatch)
 
-        for turn in conversation.turns:
+        acts_next = _acts_before_speaking_again(conversation.turns)
+        for position, turn in enumerate(conversation.turns):
             if turn.kind is TurnKind.USER:
                 for agent in list(pending):
                     settle(agent)
             elif turn.kind in SPEAKING_KINDS:
                 settle(turn.agent)
-                stance = _stance(turn, lexicon)
+                # What an agent says matters here only if it calls a tool before it speaks again.
+                stance = _stance(turn, lexicon) if acts_next[position] else None
                 if stance is not None:
                     pending[turn.agent] = _Pending(stance)
             elif turn.tool is not None and turn.agent in pending:
@@ -220,6 +230,22 @@ class ReasoningActionMismatch:
                 annotator=self.name,
             ),
         )
+
+
+def _acts_before_speaking_again(turns: tuple[Turn, ...]) -> list[bool]:
+    """Per turn: whether its agent makes a tool call after it, before it speaks again or the user does."""
+    acts = [False] * len(turns)
+    calls_ahead: dict[str, bool] = {}  # per agent, read backwards: a call comes before its next words
+    for position in range(len(turns) - 1, -1, -1):
+        turn = turns[position]
+        if turn.kind is TurnKind.USER:
+            calls_ahead.clear()
+        elif turn.tool is not None:
+            calls_ahead[turn.agent] = True
+        elif turn.kind in SPEAKING_KINDS:
+            acts[position] = calls_ahead.get(turn.agent, False)
+            calls_ahead[turn.agent] = False
+    return acts
 
 
 def _judge(entry: _Pending) -> tuple[float, Turn, Turn, str] | None:

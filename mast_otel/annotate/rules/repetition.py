@@ -26,14 +26,15 @@ from dataclasses import dataclass
 from mast_otel.annotate.base import Finding
 from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
 
-from ._shared import make_finding, steps, tool_turns, unique
-from ._text import MAX_SCAN_CHARS, CallKey, call_key, render_call, same_outcome, shorten
+from ._facts import RunFacts
+from ._shared import Detector, make_finding, steps, unique, word_overlap
+from ._text import MAX_SCAN_CHARS, CallKey, render_call, same_outcome, shorten
 
 _MAX_MESSAGE_WORDS = 256  # near-duplicate comparison reads this many words of a message
 
 
 @dataclass(frozen=True, slots=True)
-class StepRepetition:
+class StepRepetition(Detector):
     min_repeats: int = 3
     min_message_words: int = 8
     near_duplicate_overlap: float = 0.9
@@ -42,13 +43,13 @@ class StepRepetition:
     def name(self) -> str:
         return "rules/step_repetition"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
         by_key: dict[CallKey, list[tuple[Turn, ToolCall]]] = {}
         stutters: list[Turn] = []  # both calls of each identical consecutive pair
         stutter_call: ToolCall | None = None
         previous: tuple[Turn, ToolCall, CallKey] | None = None
-        for turn, call in tool_turns(conversation):
-            key = call_key(call)
+        for turn, call in facts.tool_turns:
+            key = facts.call_key(turn, call)
             by_key.setdefault(key, []).append((turn, call))
             if previous is not None and previous[2] == key and same_outcome(previous[1], call):
                 stutters.extend((previous[0], turn))
@@ -59,7 +60,7 @@ class StepRepetition:
             (group for group in by_key.values() if len(group) >= self.min_repeats),
             key=lambda group: (-len(group), group[0][0].index),
         )
-        echoes = self._repeated_messages(conversation)
+        echoes = self._repeated_messages(facts.conversation, facts.machinery)
         if not repeated and not stutters and not echoes:
             return ()
 
@@ -98,12 +99,13 @@ class StepRepetition:
             ),
         )
 
-    def _repeated_messages(self, conversation: Conversation) -> list[Turn]:
+    def _repeated_messages(self, conversation: Conversation, machinery: frozenset[str]) -> list[Turn]:
         """Messages an agent already said: exact after normalisation, or near-identical to its last one.
 
         A copy counts only when something happened since the first one (a tool call, or another
         speaker): an agent's final output often shows up twice, from its last LLM call and from its
         agent span, with at most its own reasoning in between; that is not the agent repeating itself.
+        The `machinery` (agents that only run tools for others) repeats its stock replies by design.
         """
         seen: dict[tuple[str, str], Turn] = {}
         last_message: dict[str, tuple[Turn, frozenset[str]]] = {}
@@ -119,7 +121,7 @@ class StepRepetition:
         for turn in conversation.turns:
             if turn.tool is not None:
                 last_call = turn.index
-            elif turn.kind is TurnKind.AGENT_MESSAGE:
+            elif turn.kind is TurnKind.AGENT_MESSAGE and turn.agent not in machinery:
                 tokens = turn.content[:MAX_SCAN_CHARS].lower().split()
                 if len(tokens) >= self.min_message_words:
                     vocabulary = frozenset(tokens[:_MAX_MESSAGE_WORDS])
@@ -132,13 +134,9 @@ class StepRepetition:
                         previous is not None
                         and original is turn
                         and happened_since(turn.agent, previous[0].index)
-                        and _overlap(previous[1], vocabulary) >= self.near_duplicate_overlap
+                        and word_overlap(previous[1], vocabulary) >= self.near_duplicate_overlap
                     ):
                         echoes.extend((previous[0], turn))
             if turn.tool is None:
                 last_turn_of[turn.agent] = turn.index
         return unique(echoes)
-
-
-def _overlap(a: frozenset[str], b: frozenset[str]) -> float:
-    return len(a & b) / len(a | b) if a or b else 0.0

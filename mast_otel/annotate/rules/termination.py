@@ -41,11 +41,11 @@ from dataclasses import dataclass
 from mast_otel.annotate.base import Finding
 from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
 
-from ._shared import SPEAKING_KINDS, make_finding, steps, tool_turns
+from ._facts import RunFacts
+from ._shared import SPEAKING_KINDS, Detector, make_finding, steps
 from ._text import (
     LENGTH_FINISH_REASONS,
     CallKey,
-    call_key,
     count_tool_plan_items,
     find_completion,
     find_give_up,
@@ -88,7 +88,7 @@ def stopped_by_limit(conversation: Conversation) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class UnawareOfTermination:
+class UnawareOfTermination(Detector):
     tail_turns: int = 3
     min_calls_after_done: int = 2
 
@@ -96,13 +96,14 @@ class UnawareOfTermination:
     def name(self) -> str:
         return "rules/termination_unaware"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
+        conversation = facts.conversation
         if not conversation.turns:
             return ()
         signals = [
             *self._external_limit(conversation),
-            *self._acting_after_done(conversation),
-            *_terminal_loop(conversation),
+            *self._acting_after_done(facts),
+            *_terminal_loop(facts),
         ]
         return _report("FM-1.5", self.name, signals)
 
@@ -128,7 +129,8 @@ class UnawareOfTermination:
                 ]
         return []
 
-    def _acting_after_done(self, conversation: Conversation) -> list[Signal]:
+    def _acting_after_done(self, facts: RunFacts) -> list[Signal]:
+        conversation = facts.conversation
         calls_ahead = _calls_ahead(conversation)
         declared: dict[str, tuple[Turn, list[Turn]]] = {}  # per agent: its first "done", calls after it
         breaches: list[tuple[Turn, list[Turn]]] = []
@@ -143,7 +145,7 @@ class UnawareOfTermination:
                 turn.kind is TurnKind.AGENT_MESSAGE
                 and turn.agent not in declared
                 and calls_ahead[position].get(turn.agent, 0) >= self.min_calls_after_done
-                and find_completion(turn.content) is not None
+                and facts.completion(turn) is not None
             ):
                 declared[turn.agent] = (turn, [])
             elif turn.tool is not None and turn.agent in declared:
@@ -179,11 +181,11 @@ def _calls_ahead(conversation: Conversation) -> list[dict[str, int]]:
     return ahead
 
 
-def _terminal_loop(conversation: Conversation) -> list[Signal]:
-    calls = tool_turns(conversation)
+def _terminal_loop(facts: RunFacts) -> list[Signal]:
+    calls = facts.tool_turns
     if len(calls) < _LOOP_MIN_REPEATS:
         return []
-    keys = [call_key(call) for _, call in calls[-_LOOP_MAX_PERIOD * 8 :]]
+    keys = [facts.call_key(turn, call) for turn, call in calls[-_LOOP_MAX_PERIOD * 8 :]]
     for period in range(1, _LOOP_MAX_PERIOD + 1):
         repeats = _tail_repeats(keys, period)
         if repeats < _LOOP_MIN_REPEATS:
@@ -193,10 +195,8 @@ def _terminal_loop(conversation: Conversation) -> list[Signal]:
             continue
         last_call_index = loop[-1][0].index
         if any(
-            turn.kind is TurnKind.AGENT_MESSAGE
-            and turn.index > last_call_index
-            and find_completion(turn.content)
-            for turn in conversation.turns[-8:]
+            turn.kind is TurnKind.AGENT_MESSAGE and turn.index > last_call_index and facts.completion(turn)
+            for turn in facts.turns[-8:]
         ):
             return []
         names = " → ".join(call.name for _, call in loop[:period])
@@ -234,16 +234,17 @@ def _unchanged(loop: list[tuple[Turn, ToolCall]], period: int) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class PrematureTermination:
+class PrematureTermination(Detector):
     @property
     def name(self) -> str:
         return "rules/premature_termination"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
+        conversation = facts.conversation
         if not conversation.turns or stopped_by_limit(conversation):
             return ()
         signals = [
-            *_hanging_call(conversation),
+            *_hanging_call(facts),
             *_dangling_handoff(conversation),
             *_announced_next_step(conversation),
             *_unfinished_plan(conversation),
@@ -252,8 +253,8 @@ class PrematureTermination:
         return _report("FM-3.1", self.name, signals)
 
 
-def _hanging_call(conversation: Conversation) -> list[Signal]:
-    calls = tool_turns(conversation)
+def _hanging_call(facts: RunFacts) -> list[Signal]:
+    calls = facts.tool_turns
     if not calls:
         return []
     turn, call = calls[-1]

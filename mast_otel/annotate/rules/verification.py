@@ -32,46 +32,39 @@ import re
 from dataclasses import dataclass
 
 from mast_otel.annotate.base import Finding
-from mast_otel.conversation.model import Conversation, ToolCall, Turn, TurnKind
+from mast_otel.conversation.model import ToolCall, Turn, TurnKind
 
-from ._shared import SPEAKING_KINDS, make_finding
-from ._text import (
-    ActionKind,
-    classify_call,
-    contradicting_outcome,
-    find_completion,
-    find_success_claim,
-    render_call,
-    shorten,
-)
+from ._facts import RunFacts
+from ._shared import SPEAKING_KINDS, Detector, make_finding
+from ._text import ActionKind, render_call, shorten
 
 _EXPLICIT_VERIFICATION = re.compile(r"verified|confirmed|validated", re.IGNORECASE)
 
 
-def _claim_text(text: str) -> str | None:
-    match = find_success_claim(text) or find_completion(text)
+def _claim_text(facts: RunFacts, turn: Turn) -> str | None:
+    match = facts.success_claim(turn) or facts.completion(turn)
     return None if match is None else match.group(0)
 
 
 @dataclass(frozen=True, slots=True)
-class NoVerification:
+class NoVerification(Detector):
     @property
     def name(self) -> str:
         return "rules/no_verification"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
         change: tuple[Turn, ToolCall] | None = None  # the latest state-changing call
         verified = False
         claim: tuple[Turn, str] | None = None  # the first success claim after it
-        for turn in conversation.turns:
+        for turn in facts.turns:
             if turn.tool is not None:
-                kind = classify_call(turn.tool)
+                kind = facts.action_kind(turn, turn.tool)
                 if kind is ActionKind.MUTATE:
                     change, verified, claim = (turn, turn.tool), False, None
                 elif kind is ActionKind.READ and change is not None:
                     verified = True
             elif change is not None and claim is None and turn.kind is TurnKind.AGENT_MESSAGE:
-                said = _claim_text(turn.content)
+                said = _claim_text(facts, turn)
                 if said is not None:
                     claim = (turn, said)
         if change is None or claim is None or verified:
@@ -93,21 +86,19 @@ class NoVerification:
 
 
 @dataclass(frozen=True, slots=True)
-class IncorrectVerification:
+class IncorrectVerification(Detector):
     max_turns_after_check: int = 4  # a later claim is about something else, not this check
 
     @property
     def name(self) -> str:
         return "rules/incorrect_verification"
 
-    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+    def detect(self, facts: RunFacts) -> tuple[Finding, ...]:
         latest: tuple[Turn, ToolCall] | None = None
-        why: str | None = None  # what in the latest call contradicts success, computed on first claim
-        judged = False
         contradictions: list[tuple[float, Turn, Turn, str]] = []
-        for turn in conversation.turns:
+        for turn in facts.turns:
             if turn.tool is not None:
-                latest, judged = (turn, turn.tool), False
+                latest = (turn, turn.tool)
                 continue
             if (
                 latest is None
@@ -115,13 +106,13 @@ class IncorrectVerification:
                 or turn.index - latest[0].index > self.max_turns_after_check
             ):
                 continue
-            checked, call = latest
-            if not judged:
-                why, judged = contradicting_outcome(call), True
-            if why is None:
-                continue
-            match = find_success_claim(turn.content)
+            # The claim first: most turns claim nothing, and reading a long result costs more.
+            match = facts.success_claim(turn)
             if match is None:
+                continue
+            checked, call = latest
+            why = facts.contradiction(checked, call)
+            if why is None:
                 continue
             confidence = (0.8 if call.failed else 0.65) + (
                 0.05 if _EXPLICIT_VERIFICATION.search(match.group(0)) else 0.0

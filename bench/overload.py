@@ -1,0 +1,236 @@
+"""Overload benchmark: drive a collector at several times its sustainable rate; watch memory and delivery.
+
+The collector runs in its own process (so its RSS is its own) on a fresh embedded store. Senders
+replay OTLP/gRPC exports of the realistic GenAI mix (see ingest.py; every replay gets fresh trace
+ids) at `--factor` times the rate the collector sustained in a short calibration phase. Refused
+exports are retried after a pause, as OTLP exporters do, so every span is eventually delivered.
+
+    python bench/overload.py --json
+    {"sent_spans": ..., "stored_spans": ..., "delivered_equals_sent": true, "refused_exports": ...,
+     "peak_rss_mb": ..., "peak_spans_in_flight": ..., "bytes_per_in_flight_span": ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ingest import generate_requests
+
+from mast_otel.collector.query_api import CollectorQueryClient
+
+EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+RETRYABLE = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
+
+
+class CollectorUnderTest:
+    def __init__(self, data_dir: Path, max_in_flight_spans: int) -> None:
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mast_otel.cli",
+                "collector",
+                "--store",
+                str(data_dir),
+                "--grpc-endpoint",
+                "127.0.0.1:0",
+                "--http-endpoint",
+                "",
+                "--admin-endpoint",
+                "127.0.0.1:0",
+                "--metrics-endpoint",
+                "",
+                "--grace",
+                "0.5",
+                "--max-in-flight-spans",
+                str(max_in_flight_spans),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        lock = data_dir / "collector.json"
+        deadline = time.monotonic() + 60
+        while True:
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                raise RuntimeError("collector did not start")
+            try:
+                info = json.loads(lock.read_text())
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        self.target = info["grpc_endpoint"].removeprefix("http://")
+        self.admin_url = info["admin_url"]
+        self.query = CollectorQueryClient(self.admin_url)
+
+    def rss_kb(self, field: str = "VmRSS") -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+        return 0
+
+    def in_flight(self) -> int:
+        with urllib.request.urlopen(self.admin_url + "/api/v1/stats", timeout=5) as response:
+            return int(json.loads(response.read())["spans_in_flight"])
+
+    def stored(self) -> int:
+        return int(self.query.query("SELECT count() FROM otel_traces").rows[0][0])
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=300)
+
+
+class Exports:
+    """Endless distinct exports from a pool: each pass over the pool rewrites the trace ids."""
+
+    def __init__(self, pool: list[bytes]) -> None:
+        self._pool = [ExportTraceServiceRequest.FromString(body) for body in pool]
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[bytes, int]:
+        with self._lock:
+            n = next(self._next)
+        generation, index = divmod(n, len(self._pool))
+        request = ExportTraceServiceRequest()
+        request.CopyFrom(self._pool[index])
+        spans = 0
+        for resource in request.resource_spans:
+            for scope in resource.scope_spans:
+                for span in scope.spans:
+                    span.trace_id = generation.to_bytes(4, "big") + span.trace_id[4:]
+                    spans += 1
+        return request.SerializeToString(), spans
+
+
+def drive(
+    collector: CollectorUnderTest,
+    exports: Exports,
+    rate: float,
+    seconds: float,
+    senders: int,
+    totals: dict[str, int],
+) -> None:
+    lock = threading.Lock()
+    started = time.monotonic()
+    stop_at = started + seconds
+
+    def sender() -> None:
+        channel = grpc.insecure_channel(collector.target)
+        export = channel.unary_unary(
+            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
+        )
+        sent = 0
+        while time.monotonic() < stop_at:
+            body, spans = exports.take()
+            pause = started + (sent + spans) / (rate / senders) - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            while True:  # as an OTLP exporter does: back off on retryable codes, then send again
+                try:
+                    export(body, timeout=30)
+                    break
+                except grpc.RpcError as exc:
+                    if exc.code() not in RETRYABLE:
+                        raise
+                    with lock:
+                        totals["refused_exports"] += 1
+                    time.sleep(0.2)
+            sent += spans
+            with lock:
+                totals["sent_spans"] += spans
+        channel.close()
+
+    threads = [threading.Thread(target=sender) for _ in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def wait_stored(collector: CollectorUnderTest, expected: int, timeout_s: float) -> int:
+    deadline = time.monotonic() + timeout_s
+    stored = collector.stored()
+    while stored < expected and time.monotonic() < deadline:
+        time.sleep(0.5)
+        stored = collector.stored()
+    return stored
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--seconds", type=float, default=60.0, help="overload duration (default 60)")
+    parser.add_argument("--factor", type=float, default=5.0, help="times the sustainable rate (default 5)")
+    parser.add_argument("--max-in-flight-spans", type=int, default=50_000)
+    parser.add_argument("--senders", type=int, default=4)
+    parser.add_argument("--json", action="store_true", help="print only the JSON result")
+    args = parser.parse_args(argv)
+
+    pool, _ = generate_requests(20_000, seed=7, batch=256)
+    exports = Exports(pool)
+    with tempfile.TemporaryDirectory(prefix="mast-overload-") as tmp:
+        collector = CollectorUnderTest(Path(tmp), args.max_in_flight_spans)
+        baseline_kb = collector.rss_kb()
+        calibration = {"sent_spans": 0, "refused_exports": 0}
+        started = time.monotonic()
+        drive(collector, exports, 1e9, 5.0, args.senders, calibration)  # flat out, briefly
+        wait_stored(collector, calibration["sent_spans"], 300)
+        sustainable = calibration["sent_spans"] / (time.monotonic() - started)
+
+        totals = {"sent_spans": 0, "refused_exports": 0}
+        peak_in_flight = 0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak_in_flight
+            while not done.wait(0.1):
+                peak_in_flight = max(peak_in_flight, collector.in_flight())
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        drive(collector, exports, sustainable * args.factor, args.seconds, args.senders, totals)
+        done.set()
+        sampler.join()
+        sent = calibration["sent_spans"] + totals["sent_spans"]
+        stored = wait_stored(collector, sent, 600)
+        peak_kb = collector.rss_kb("VmHWM")
+        collector.stop()
+    result = {
+        "sustainable_spans_per_s": round(sustainable),
+        "offered_spans_per_s": round(sustainable * args.factor),
+        "seconds": args.seconds,
+        "sent_spans": sent,
+        "stored_spans": stored,
+        "delivered_equals_sent": stored == sent,
+        "refused_exports": totals["refused_exports"],
+        "baseline_rss_mb": round(baseline_kb / 1024, 1),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+        "max_in_flight_spans": args.max_in_flight_spans,
+        "peak_spans_in_flight": peak_in_flight,
+        "bytes_per_in_flight_span": round((peak_kb - baseline_kb) * 1024 / max(1, peak_in_flight)),
+    }
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+    return 0 if stored == sent else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

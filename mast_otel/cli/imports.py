@@ -1,0 +1,131 @@
+"""`mast-otel import FORMAT PATH...`: agent logs from files, annotated and stored like live traces.
+
+One sub-command per format in `mast_otel.importers.READERS`; each reads files (or directories,
+walked for the format's files), annotates every run with the rule detectors (findings and blame)
+and writes them to the store. Bad files are reported one by one and the rest still import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mast_otel.cli._common import (
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+    Subcommands,
+    add_command,
+    add_store_options,
+    fail,
+)
+
+if TYPE_CHECKING:
+    from mast_otel.importers import ImportReport
+    from mast_otel.store.clickhouse import ClickHouseStore
+
+
+def register(commands: Subcommands) -> None:
+    from mast_otel.importers import READERS
+
+    parser = add_command(
+        commands,
+        "import",
+        help="import agent logs from files: annotate them and store them like live traces",
+        description="""\
+            Reads agent logs in a known format, rebuilds each run as a conversation, annotates it
+            with the rule detectors (failure modes and blame) and stores it, exactly as the collector
+            does for live traces. A run's trace id comes from its file's content: importing the same
+            file again replaces the run instead of adding a second one. A file that cannot be read is
+            reported and skipped; the others still import.""",
+        examples="""\
+            mast-otel import who-and-when ./Who_and_When/Algorithm-Generated --store ./mast-otel-data
+            mast-otel import who-and-when 1.json 2.json --dry-run""",
+    )
+    formats = parser.add_subparsers(title="formats", metavar="FORMAT")
+    for name, factory in READERS.items():
+        about = factory().description
+        sub = add_command(
+            formats,
+            name,
+            help=about,
+            description=about,
+            examples=f"mast-otel import {name} PATH... --store ./mast-otel-data",
+        )
+        sub.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or directories")
+        add_store_options(sub)
+        sub.add_argument(
+            "--dry-run", action="store_true", help="annotate and print what would be stored; store nothing"
+        )
+        sub.set_defaults(handler=run, reader_name=name)
+    parser.set_defaults(handler=lambda _: fail("import", "name a format: " + ", ".join(READERS), EXIT_USAGE))
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from mast_otel.annotate.rules import RuleAnnotator
+    from mast_otel.importers import READERS, run_import
+    from mast_otel.store.base import StoreError
+
+    reader = READERS[args.reader_name]()
+    console = Console(stderr=True)
+    store = None
+    try:
+        if not args.dry_run:
+            store = _open_for_writing(args.store, args.database)
+        report = run_import(
+            args.paths, reader, store, RuleAnnotator(), dry_run=args.dry_run, progress=True, console=console
+        )
+    except StoreError as exc:
+        return fail("import", exc, EXIT_UNAVAILABLE)
+    finally:
+        if store is not None:
+            store.close()
+    for error in report.errors:
+        print(f"mast-otel import: skipped {error}", file=sys.stderr)
+    if not report.files:
+        where = " ".join(map(str, args.paths))
+        return fail("import", f"no {reader.format_name} files in {where}", EXIT_USAGE)
+    if args.dry_run:
+        _print_dry_run(report)
+    else:
+        failed = f", {len(report.errors)} file(s) skipped" if report.errors else ""
+        print(f"imported {report.stored} run(s) from {report.files} file(s) into {args.store}{failed}")
+    return EXIT_FAILURE if report.errors else EXIT_OK
+
+
+def _open_for_writing(target: str, database: str) -> ClickHouseStore:
+    """The store at `target`; refuses an embedded store that a running collector holds (chDB opens a
+    directory in one process only), saying what to do instead."""
+    from mast_otel.collector.query_api import read_lock
+    from mast_otel.store.base import StoreError
+    from mast_otel.store.clickhouse import open_store
+
+    if "://" not in target or target.startswith("chdb://"):
+        data_dir = Path(target.removeprefix("chdb://")).expanduser().resolve()
+        holder = read_lock(data_dir) if data_dir.is_dir() else None
+        if holder is not None:
+            raise StoreError(
+                f"a running collector (pid {holder.pid}) holds {data_dir}: stop it first, or import into "
+                "a ClickHouse server both can reach"
+            )
+    return open_store(target, database=database)
+
+
+def _print_dry_run(report: ImportReport) -> None:
+    """One line per run that would be stored: file, trace id, steps, outcome, modes, blame."""
+    print(f"would store {len(report.runs)} run(s) (dry run):")
+    for run in report.runs:
+        blame = run.blame
+        where = f"{blame.agent} at step {blame.step_index}" if blame is not None else "-"
+        if blame is not None and blame.mode is not None:
+            where += f" ({blame.mode.code})"
+        modes = " ".join(run.modes) or "-"
+        print(
+            f"  {run.path.name}  trace {run.trace_id}  {run.turns} steps  {run.outcome.value}"
+            f"  modes {modes}  blame {where}"
+        )
