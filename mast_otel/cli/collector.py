@@ -38,7 +38,7 @@ def register(commands: Subcommands) -> None:
         examples="""\
             mast-otel collector --store ./mast-otel-data
             mast-otel collector --config collector/mast-otel.yaml --print-config
-            MAST_OTEL_STORE=http://mast:pw@clickhouse:8123 mast-otel collector --grpc-endpoint :4317""",
+            MAST_OTEL_STORE=http://mast:pw@ch:8123 mast-otel collector --grpc-endpoint 0.0.0.0:4317""",
     )
     parser.add_argument(
         "--config", metavar="FILE", help="YAML configuration file (see collector/mast-otel.yaml)"
