@@ -1,19 +1,22 @@
 """Annotate benchmark: what the offline annotator (14 rule detectors + blame) costs.
 
-Two measurements, both in this process and this run, so the figures compare on a noisy machine:
+Three measurements, all in this process and this run, so the figures compare on a noisy machine,
+for two span mixes (bench/ingest.py's request mix, and the demo's scripted SRE agents):
 
 - throughput: conversations per second through `annotate_run` (rules and blame) for synthetic
   20-step and 200-step multi-agent conversations (reasoning, tool calls with 0.5-4 KB results, some
   failing, messages, a handoff), best of `--repeat` passes;
-- share: the CPU the collector's pipeline spends per stage on the same spans (OTLP decode ->
-  rebuild -> annotate -> store, the store being rows plus the chDB insert), for two span mixes:
-  bench/ingest.py's request mix and the demo's scripted SRE agents. `rules_share` is annotate's
-  part of the sum. The collector also spends CPU on gRPC and trace assembly, which this leaves out,
-  so the share of its end-to-end CPU is lower still: this is an upper bound.
+- `rules_share_e2e`: the share of a real collector's CPU (OTLP/gRPC in, assembly, rebuild,
+  annotate, chDB store) spent in the rules and blame, measured with a timing annotator; the
+  sender's own CPU (this process sends the requests) is left out;
+- `rules_share_pipeline`: the CPU per pipeline stage on the same spans (decode -> rebuild ->
+  annotate -> store, the store being rows plus the chDB insert), annotate's part of their sum. It
+  leaves out gRPC and assembly, so it is an upper bound of the end-to-end share.
 
     python bench/annotate.py --json
     {"conversations_per_s_20_steps": ..., "conversations_per_s_200_steps": ...,
-     "rules_share": {"ingest_mix": ..., "demo_mix": ...}, "stages_cpu_s": {...}}
+     "rules_share_e2e": {"ingest_mix": ..., "demo_mix": ...},
+     "rules_share_pipeline": {"ingest_mix": ..., "demo_mix": ...}, "stages_cpu_s": {...}}
 """
 
 from __future__ import annotations
@@ -28,13 +31,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import grpc
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mast_otel import sdk
+from mast_otel.annotate.base import Finding
+from mast_otel.annotate.blame import assign_blame
 from mast_otel.annotate.rules import RuleAnnotator
 from mast_otel.annotate.run import annotate_run
+from mast_otel.collector.assembly import AssemblyConfig
+from mast_otel.collector.config import loopback
 from mast_otel.collector.decode import TraceDecoder
+from mast_otel.collector.pipeline import PipelineConfig
+from mast_otel.collector.service import Collector
 from mast_otel.conversation.model import Conversation, Outcome, ToolCall, Turn, TurnKind
 from mast_otel.conversation.rebuild import rebuild
 from mast_otel.demo.agents import run_demo_agents
@@ -42,7 +53,7 @@ from mast_otel.spans import Span
 from mast_otel.store.clickhouse import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import generate_requests
+from ingest import EXPORT, generate_requests  # the ingest benchmark's span mix, not a copy
 
 _T = TypeVar("_T")
 TOOLS = ("get_pods", "query_metrics", "search_logs", "describe_deployment", "restart_deployment")
@@ -154,6 +165,56 @@ def stage_cpu(requests: Sequence[bytes], data_dir: Path, database: str, repeat: 
     }
 
 
+class _TimedRules:
+    """The rule annotator, timing itself (thread CPU) and the blame `annotate_run` adds after it.
+
+    Blame runs here once more to be timed; its copy's CPU is taken off the total again."""
+
+    name = "rules"
+
+    def __init__(self) -> None:
+        self._rules = RuleAnnotator()
+        self.rules_s = 0.0
+        self.blame_s = 0.0
+
+    def annotate(self, conversation: Conversation) -> tuple[Finding, ...]:
+        started = time.thread_time()
+        findings = self._rules.annotate(conversation)
+        timed = time.thread_time()
+        assign_blame(conversation, findings)
+        self.rules_s += timed - started
+        self.blame_s += time.thread_time() - timed
+        return findings
+
+
+def e2e_share(requests: Sequence[bytes], data_dir: Path, database: str) -> float:
+    """Rules and blame's share of a collector's CPU while it takes in and stores `requests`."""
+    timed = _TimedRules()
+    config = loopback(
+        str(data_dir),
+        database=database,
+        http=False,
+        admin=False,
+        assembly=AssemblyConfig(grace_s=0.2, max_wait_s=30.0),
+        pipeline=PipelineConfig(max_in_flight_spans=1_000_000),
+    )
+    started = time.process_time()
+    with Collector(config, annotator=timed) as collector:
+        channel = grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}")
+        export = channel.unary_unary(
+            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
+        )
+        sending = time.thread_time()
+        for body in requests:
+            export(body, timeout=60)
+        sender_s = time.thread_time() - sending
+        if not collector.wait_idle(600):
+            raise RuntimeError("the collector did not store everything within 600 s")
+        channel.close()
+    total = time.process_time() - started - sender_s - timed.blame_s  # blame's timing copy is extra
+    return round((timed.rules_s + timed.blame_s) / total, 3)
+
+
 def _decode(decoder: TraceDecoder, requests: Sequence[bytes]) -> list[Span]:
     return [span for body in requests for span in decoder.decode_bytes(body).spans]
 
@@ -182,12 +243,19 @@ def main(argv: list[str] | None = None) -> int:
             conversations_per_s(200, max(args.count // 10, 1), args.repeat)
         ),
     }
-    requests, _ = generate_requests(args.spans, seed=1)
+    mixes = {
+        "ingest_mix": generate_requests(args.spans, seed=1)[0],
+        "demo_mix": demo_requests(args.demo_runs, seed=3),
+    }
+    stages: dict[str, dict[str, float]] = {}
+    shares: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="mast-bench-") as tmp:
-        ingest = stage_cpu(requests, Path(tmp), "ingest", args.repeat)
-        demo = stage_cpu(demo_requests(args.demo_runs, seed=3), Path(tmp), "demo", args.repeat)
-    result["rules_share"] = {"ingest_mix": _share(ingest), "demo_mix": _share(demo)}
-    result["stages_cpu_s"] = {"ingest_mix": ingest, "demo_mix": demo}
+        for mix, requests in mixes.items():  # one chDB directory per process: databases apart
+            shares[mix] = e2e_share(requests, Path(tmp), f"e2e_{mix}")
+            stages[mix] = stage_cpu(requests, Path(tmp), mix, args.repeat)
+    result["rules_share_e2e"] = shares
+    result["rules_share_pipeline"] = {mix: _share(found) for mix, found in stages.items()}
+    result["stages_cpu_s"] = stages
     if args.json:
         print(json.dumps(result))
     else:

@@ -81,7 +81,20 @@ def generate_requests(target_spans: int, seed: int, batch: int = 512) -> tuple[l
         emitted = len(exporter.get_finished_spans())
     sdk.shutdown()
     spans: list[ReadableSpan] = list(exporter.get_finished_spans())
-    requests = [encode_spans(spans[i : i + batch]).SerializeToString() for i in range(0, len(spans), batch)]
+    # Whole traces per request (about `batch` spans each): a trace cut off at the end of a run would
+    # otherwise wait out max_wait for its root and measure the timeout instead of the collector.
+    by_trace: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        by_trace.setdefault(span.context.trace_id, []).append(span)
+    requests: list[bytes] = []
+    chunk: list[ReadableSpan] = []
+    for trace_spans in by_trace.values():
+        chunk.extend(trace_spans)
+        if len(chunk) >= batch:
+            requests.append(encode_spans(chunk).SerializeToString())
+            chunk = []
+    if chunk:
+        requests.append(encode_spans(chunk).SerializeToString())
     return requests, len(spans)
 
 

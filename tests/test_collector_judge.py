@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -85,3 +88,50 @@ def test_judge_section_from_yaml_and_env(tmp_path: Path) -> None:
     # OPENAI_BASE_URL set for some other tool does not conjure up a judge
     assert load(environ={"OPENAI_BASE_URL": "http://x/v1"}).judge is None
     assert load(environ={"MAST_OTEL_JUDGE_MODEL": "m"}).judge is not None
+
+
+def test_import_with_the_judge(tmp_path: Path) -> None:
+    fixture = Path(__file__).parent / "fixtures" / "who_and_when_small"
+    with ChatStub() as stub:
+        stub.responder = lambda body: Reply(answer({"FM-1.3": [0]}, task_completed="no"))
+        store = tmp_path / "store"
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mast_otel.cli",
+                "import",
+                "who-and-when",
+                str(fixture),
+                "--store",
+                str(store),
+                "--judge-model",
+                "stub-judge",
+                "--judge-base-url",
+                stub.base_url,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+            env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+        )
+        assert stub.bodies, result.stderr
+    assert "imported" in result.stdout, result.stderr
+    refused = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mast_otel.cli",
+            "import",
+            "who-and-when",
+            str(fixture),
+            "--dry-run",
+            "--judge",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2 and "--dry-run" in refused.stderr

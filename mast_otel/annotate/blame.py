@@ -9,9 +9,10 @@ trouble the run records, and picks the earliest one that carries enough weight:
   and by how much that mode's first step tends to be the origin rather than a late symptom
   (`MODE_ORIGIN_WEIGHTS`: made-up inputs and contradicted plans are origins; running into a step
   limit or stopping early are where failures end, not where they start);
-- failed tool calls, and calls whose result carries a failure marker or came back empty: the cause
-  is the step that decided the call (the message that wrote the code a code executor then ran,
-  else the call itself);
+- failed tool calls, and calls that came back empty: the cause is the step that decided the call
+  (the message that wrote the code a code executor then ran, else the call itself). Failure words
+  inside a result do not count: a diagnostic tool reporting "CrashLoopBackOff" or firing alerts
+  is working, and what it reports is the incident, not the agent's error;
 - reactions: an agent opening its message with a setback ("It seems the search returned nothing",
   "Unfortunately...", "There was an error...") or saying the team is stuck ("we are not making
   progress"): the cause is the step it reacts to, the latest one by somebody else.
@@ -34,7 +35,6 @@ from dataclasses import dataclass
 from mast_otel.annotate.base import Blame, Finding
 from mast_otel.annotate.rules._facts import machinery, requester
 from mast_otel.annotate.rules._text import (
-    contradicting_outcome,
     find_no_progress,
     find_setback,
     normalise_space,
@@ -63,7 +63,6 @@ MODE_ORIGIN_WEIGHTS: dict[str, float] = {
 }
 # Structural trouble, weighted like findings.
 FAILED_CALL_WEIGHT = 0.6
-FAILURE_MARKER_WEIGHT = 0.5
 EMPTY_RESULT_WEIGHT = 0.45
 SETBACK_WEIGHT = 0.45
 NO_PROGRESS_WEIGHT = 0.4
@@ -161,11 +160,6 @@ def _trouble_at(turns: Sequence[Turn], position: int, turn: Turn, machinery: fro
             )
         if call.result is not None and normalise_space(call.result[:64]).lower() in _EMPTY_RESULTS:
             return _Cause(origin, EMPTY_RESULT_WEIGHT, f"{call.name} at step {turn.index} came back empty")
-        contradiction = contradicting_outcome(call)
-        if contradiction is not None:
-            return _Cause(
-                origin, FAILURE_MARKER_WEIGHT, f"{call.name} at step {turn.index} returned '{contradiction}'"
-            )
         return None
     if turn.kind is not TurnKind.AGENT_MESSAGE and turn.kind is not TurnKind.REASONING:
         return None

@@ -24,6 +24,7 @@ from mast_otel.cli._common import (
 )
 
 if TYPE_CHECKING:
+    from mast_otel.annotate.base import Annotator
     from mast_otel.importers import ImportReport
     from mast_otel.store.clickhouse import ClickHouseStore
 
@@ -60,6 +61,13 @@ def register(commands: Subcommands) -> None:
         sub.add_argument(
             "--dry-run", action="store_true", help="annotate and print what would be stored; store nothing"
         )
+        judge = sub.add_argument_group("LLM judge (optional; the rules always run)")
+        judge.add_argument("--judge", action="store_true", help="also annotate with the LLM judge")
+        judge.add_argument(
+            "--judge-config", metavar="FILE", help="YAML with the judge settings (implies --judge)"
+        )
+        judge.add_argument("--judge-model", help="judge model (implies --judge; else MAST_OTEL_JUDGE_MODEL)")
+        judge.add_argument("--judge-base-url", help="OpenAI-compatible endpoint (else OPENAI_BASE_URL)")
         sub.set_defaults(handler=run, reader_name=name)
     parser.set_defaults(handler=lambda _: fail("import", "name a format: " + ", ".join(READERS), EXIT_USAGE))
 
@@ -73,16 +81,37 @@ def run(args: argparse.Namespace) -> int:
 
     reader = READERS[args.reader_name]()
     console = Console(stderr=True)
+    wants_judge = bool(args.judge or args.judge_config or args.judge_model)
+    if wants_judge and args.dry_run:
+        return fail(
+            "import", "--judge with --dry-run would spend tokens on runs it then discards", EXIT_USAGE
+        )
     store = None
+    annotator: Annotator = RuleAnnotator()
     try:
         if not args.dry_run:
             store = _open_for_writing(args.store, args.database)
+        if wants_judge:
+            from mast_otel.annotate.llm import build_annotator
+            from mast_otel.annotate.llm.config import JudgeConfigError, load_judge_config
+
+            overrides = {"model": args.judge_model, "base_url": args.judge_base_url}
+            try:
+                judge_config = load_judge_config(
+                    args.judge_config, overrides={k: v for k, v in overrides.items() if v}
+                )
+            except JudgeConfigError as exc:
+                return fail("import", exc, EXIT_USAGE)
+            annotator = build_annotator(judge_config, store=store)
         report = run_import(
-            args.paths, reader, store, RuleAnnotator(), dry_run=args.dry_run, progress=True, console=console
+            args.paths, reader, store, annotator, dry_run=args.dry_run, progress=True, console=console
         )
     except StoreError as exc:
         return fail("import", exc, EXIT_UNAVAILABLE)
     finally:
+        close = getattr(annotator, "close", None)
+        if callable(close):
+            close()
         if store is not None:
             store.close()
     for error in report.errors:

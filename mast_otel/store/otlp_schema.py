@@ -131,8 +131,8 @@ def landing_columns() -> str:
 # --- SQL expressions -------------------------------------------------------------------------------
 #
 # ClickHouse analyses a materialized view's query again for every insert, so the size of this SQL is
-# a fixed cost per batch: every attribute goes through one `attribute_string`, and each AnyValue level
-# names the next level once.
+# a fixed cost per batch: two `attribute_string`s serve all attribute lists, each AnyValue level
+# names the next level once, and `_let` binds what would otherwise be written twice.
 
 
 def sql_string(text: str) -> str:
@@ -171,7 +171,8 @@ def _go_float(number: str) -> str:
     return f"if(abs({number}) >= 1e21, replaceOne(toString({number}), 'e', 'e+'), toString({number}))"
 
 
-# json.dumps' escapes for the bytes toJSONString spells differently (it writes \u001F, not \u001f).
+# json.dumps' escapes, used for strings with control characters: toJSONString writes \u001F where
+# Python (and Go) write \u001f.
 _JSON_ESCAPES: Final = {
     **{chr(code): f"\\u{code:04x}" for code in range(0x20)},
     "\b": "\\b",
@@ -193,7 +194,8 @@ def _json_string(text: str) -> str:
     """`text` as a JSON string, as `clickhouse._go_json_string` writes it (json.dumps, U+2028/9 escaped)."""
     # toJSONString escapes "/" as "\/"; each "\/" it writes is such an escape, so this undoes just those.
     common = f"replaceAll(toJSONString(t), {_ESCAPED_SLASH}, '/')"
-    # Strings with control characters are escaped byte by byte instead (rare: they cost more).
+    # Strings with control characters are escaped byte by byte instead (rare, and slower). A byte of a
+    # multi-byte character never matches: UTF-8 continuation and lead bytes are all >= 0x80.
     by_byte = f"arrayMap(b -> transform(b, {_ESCAPE_FROM}, {_ESCAPE_TO}, b), splitByRegexp('', t))"
     escaped = f"arrayStringConcat({by_byte})"
     for raw, replacement in _LINE_SEPARATORS:

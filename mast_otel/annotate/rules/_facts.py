@@ -3,7 +3,9 @@
 Several detectors ask the same questions of the same turns (is this call state-changing, does its
 result contradict a success claim, does this message claim success). `RunFacts` answers each
 question once per turn and remembers the answer, so adding a detector costs its own logic, not
-another pass of every regular expression over every result.
+another pass of every regular expression over every result. Two facts about who acts, which
+blame reads too, live here as plain functions: `requester` (which step decided a tool call) and
+`machinery` (speakers that are stock replies, not participants).
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 taking, what the others need.
 
 FM-2.4 (`InformationWithholding`), in runs where two or more agents speak: an agent's own tool call
-fails or returns a failure marker (see `_text.contradicting_outcome`), and the agent's next
-message, the one the others get (another agent acts next, or it hands off), mentions no trouble
-at all: no failure marker, no "unable / could not / unfortunately / issue / partial...". A report
-that claims success is left to FM-3.3 (incorrect verification). Evidence: the report, then the
-failing call. Confidence 0.4.
+fails (an error, not failure words in a result: a diagnostic tool reporting a crash is working),
+and the agent's next message, the one the others get (another agent acts next, or it hands off),
+mentions no trouble at all: no failure marker, no "unable / could not / unfortunately / issue /
+partial...". A report that claims success is left to FM-3.3 (incorrect verification). A "tool"
+that is itself a participant (a code executor answering in a group chat) hides nothing. Evidence:
+the report, then the failing call. Confidence 0.4.
 
 FM-2.5 (`IgnoredOtherAgentsInput`): another agent (not the user) addresses a correction or a
 suggestion to the agent that spoke last ("you should...", "please use...", "that is wrong",
@@ -69,8 +70,7 @@ class InformationWithholding(Detector):
         if len(speakers) < 2 or not facts.tool_turns:
             return ()
         turns = facts.turns
-        # Per agent, its own calls since it last reported; whether one failed is read only when the
-        # agent reports without a word of trouble, which is rare, so results are seldom scanned.
+        # Per agent, its own calls since it last reported.
         unreported: dict[str, list[Turn]] = {}
         for position, turn in enumerate(turns):
             if turn.tool is not None:
@@ -85,7 +85,7 @@ class InformationWithholding(Detector):
             del unreported[turn.agent]
             if facts.success_claim(turn) is not None or _acknowledges_trouble(turn.content):
                 continue  # reported, or claimed as success (FM-3.3's finding)
-            failing = _last_failing(facts, calls)
+            failing = _last_failing(calls)
             if failing is not None:
                 call_turn, call, why = failing
                 return (
@@ -103,10 +103,10 @@ class InformationWithholding(Detector):
         return ()
 
 
-def _last_failing(facts: RunFacts, calls: list[Turn]) -> tuple[Turn, ToolCall, str] | None:
+def _last_failing(calls: list[Turn]) -> tuple[Turn, ToolCall, str] | None:
     for turn in reversed(calls):
-        if turn.tool is not None and (why := facts.contradiction(turn, turn.tool)) is not None:
-            return turn, turn.tool, why
+        if turn.tool is not None and turn.tool.failed:
+            return turn, turn.tool, turn.tool.error
     return None
 
 

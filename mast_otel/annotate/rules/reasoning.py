@@ -91,6 +91,7 @@ class _ToolLexicon:
                     self._by_first_word.setdefault(form, []).append(entry)
         firsts = sorted(self._by_first_word, key=lambda word: (-len(word), word))
         self._first_word = re.compile("|".join(map(re.escape, firsts))) if firsts else None
+        self._first_words = frozenset(firsts)
 
     def __bool__(self) -> bool:
         return bool(self._by_first_word)
@@ -102,6 +103,8 @@ class _ToolLexicon:
     def mentions(self, raw: list[str]) -> list[tuple[int, str]]:
         """(position, tool name) for each tool mentioned in the words `raw`."""
         found: list[tuple[int, str]] = []
+        if self._first_words.isdisjoint(raw):  # in C: most sentences name no tool at all
+            return found
         for position, word in enumerate(raw):
             candidates = self._by_first_word.get(word)
             if not candidates:
