@@ -40,7 +40,7 @@ RETRYABLE = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
 
 
 class CollectorUnderTest:
-    def __init__(self, data_dir: Path, max_in_flight_spans: int) -> None:
+    def __init__(self, data_dir: Path, max_in_flight_spans: int, config: str | None = None) -> None:
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -61,6 +61,7 @@ class CollectorUnderTest:
                 "0.5",
                 "--max-in-flight-spans",
                 str(max_in_flight_spans),
+                *(["--config", config] if config else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -182,13 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--factor", type=float, default=5.0, help="times the sustainable rate (default 5)")
     parser.add_argument("--max-in-flight-spans", type=int, default=50_000)
     parser.add_argument("--senders", type=int, default=4)
+    parser.add_argument("--collector-config", metavar="FILE", help="a collector YAML to run under load")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args(argv)
 
     pool, _ = generate_requests(20_000, seed=7, batch=256)
     exports = Exports(pool)
     with tempfile.TemporaryDirectory(prefix="mast-overload-") as tmp:
-        collector = CollectorUnderTest(Path(tmp), args.max_in_flight_spans)
+        collector = CollectorUnderTest(Path(tmp), args.max_in_flight_spans, args.collector_config)
         baseline_kb = collector.rss_kb()
         calibration = {"sent_spans": 0, "refused_exports": 0}
         started = time.monotonic()
