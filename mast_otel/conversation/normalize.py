@@ -151,7 +151,7 @@ class FallbackNormalizer:
         return SpanView(span=span, operation=Operation.OTHER, error=_error(span))
 
 
-NORMALIZERS: list[Normalizer] = [GenAiNormalizer()]
+NORMALIZERS: list[Normalizer] = [GenAiNormalizer()]  # replaced below by every convention, in order
 
 
 def view_span(span: Span, normalizers: Sequence[Normalizer] | None = None) -> SpanView:
@@ -324,3 +324,10 @@ def _json_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, default=str, ensure_ascii=False, sort_keys=True)
+
+
+# The other conventions build on the types above, so they are imported last; `conventions.py` is the
+# one place that orders them (which convention wins when a span carries several).
+from mast_otel.conversation.conventions import ordered_normalizers  # noqa: E402
+
+NORMALIZERS[:] = ordered_normalizers()

@@ -6,6 +6,7 @@ annotates every run with `annotate_run` (findings and blame, exactly as the coll
 writes them to the store in batches, continuing past bad files. One module per format:
 
 - `who_and_when.py`: the Who&When failure-attribution benchmark's JSON logs, with their labels.
+- `otlp_json.py`: OTLP/JSON trace exports (file exporter output), rebuilt like live traces.
 """
 
 from collections.abc import Callable, Mapping
@@ -19,11 +20,13 @@ from mast_otel.importers.base import (
     expand_paths,
     run_import,
 )
+from mast_otel.importers.otlp_json import OtlpJsonReader
 from mast_otel.importers.who_and_when import WhoAndWhenReader
 
 # Every format `mast-otel import` knows, by its command-line name. A new format adds its reader here.
 READERS: Mapping[str, Callable[[], Reader]] = {
     WhoAndWhenReader.format_name: WhoAndWhenReader,
+    OtlpJsonReader.format_name: OtlpJsonReader,
 }
 
 __all__ = [

@@ -1,0 +1,117 @@
+"""OTLP/JSON trace files -> Conversations: traces exported to disk, rebuilt like live ones.
+
+Reads what OpenTelemetry writes when traces go to a file: the collector's `file` exporter and the
+SDKs' OTLP file exporters write one ExportTraceServiceRequest as OTLP/JSON per line (ids in hex);
+a single request pretty-printed over many lines, or a JSON array of requests, is read too; any of
+them may be gzip-compressed (`.gz`, or recognised by its magic bytes). Lines holding other signals
+(`resourceLogs`, `resourceMetrics`, which the collector's file exporter may interleave) are skipped.
+
+Spans are grouped by trace id across the whole file, so a trace split over several export batches
+becomes one run, and each trace is rebuilt by the same `rebuild` the collector uses. A run keeps
+its real trace id: importing the same export again replaces the runs instead of adding them twice.
+A malformed line fails its file with an error naming the line; other files still import.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from mast_otel.collector.decode import DecodeError, TraceDecoder
+from mast_otel.collector.receiver_http import decode_json_request
+from mast_otel.conversation.model import Conversation
+from mast_otel.conversation.rebuild import rebuild
+from mast_otel.importers.base import ImportFileError, read_bytes
+from mast_otel.spans import Span
+
+FORMAT = "otlp-json"
+_GZIP_MAGIC = b"\x1f\x8b"
+_OTHER_SIGNALS = frozenset({"resourceLogs", "resourceMetrics", "resourceProfiles"})
+
+
+class OtlpJsonReader:
+    """The `Reader` for OTLP/JSON trace exports: one run per trace in the file."""
+
+    format_name = FORMAT
+    description = "OTLP/JSON trace exports (file exporter JSON lines or one request; .gz too)"
+    suffixes = (".json", ".jsonl", ".gz")
+
+    def __init__(self) -> None:
+        self._decoder = TraceDecoder()
+
+    def read(self, path: Path) -> Sequence[Conversation]:
+        spans: dict[str, Span] = {}  # by span id: a span exported twice is one span
+        for line, request in _requests(path, _text(path)):
+            try:
+                decoded = self._decoder.decode(decode_json_request(request))
+            except DecodeError as exc:
+                raise ImportFileError(path, f"line {line}: {exc}") from None
+            spans.update((span.span_id, span) for span in decoded.spans)
+        if not spans:
+            raise ImportFileError(path, "no spans: expected OTLP/JSON with resourceSpans")
+        traces: dict[str, list[Span]] = {}
+        for span in spans.values():
+            traces.setdefault(span.trace_id, []).append(span)
+        provenance = {"mast.import.format": FORMAT, "mast.import.file": path.name}
+        return [
+            replace(conversation, attributes={**conversation.attributes, **provenance})
+            for conversation in (rebuild(trace) for trace in traces.values())
+        ]
+
+
+def _text(path: Path) -> str:
+    content = read_bytes(path)
+    if content.startswith(_GZIP_MAGIC):
+        try:
+            content = gzip.decompress(content)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ImportFileError(path, f"not a readable gzip file: {exc}") from None
+    try:
+        return content.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFileError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _requests(path: Path, text: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, one request as OTLP/JSON bytes) for every trace request in the file."""
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None  # JSON lines, or broken: read line by line to say which line is wrong
+    except RecursionError:
+        raise ImportFileError(path, "not valid JSON: nested too deeply") from None
+    if isinstance(whole, list):
+        for item in whole:
+            if _is_traces(path, 1, item):
+                yield 1, json.dumps(item).encode()
+        return
+    if isinstance(whole, dict):
+        if _is_traces(path, 1, whole):
+            yield 1, text.encode()
+        return
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            document = json.loads(line)
+        except ValueError as exc:
+            raise ImportFileError(path, f"line {number}: not valid JSON: {exc}") from None
+        except RecursionError:
+            raise ImportFileError(path, f"line {number}: not valid JSON: nested too deeply") from None
+        if _is_traces(path, number, document):
+            yield number, line.encode()
+
+
+def _is_traces(path: Path, line: int, document: object) -> bool:
+    if isinstance(document, dict):
+        if "resourceSpans" in document:
+            return True
+        if _OTHER_SIGNALS & document.keys():
+            return False
+    raise ImportFileError(
+        path, f"line {line}: not an OTLP/JSON trace request (expected an object with resourceSpans)"
+    )
