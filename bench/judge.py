@@ -9,16 +9,20 @@ so the figures are about what is *sent*, which the stub records byte for byte, n
   the definitions from `taxonomy.py`).
 - judge, every run judged: the default config (32k context); every Who&When run has failed, and the
   sampling policy judges every failed run, so here only compaction saves tokens.
+- judge, full definitions: the same, with `definitions: full` (the paper's definitions instead of
+  the one-line gists of the default prompt), to show what the shorter prompt saves.
 - judge, small context (4k tokens, 800 of them for the answer): the same runs forced into chunks, to
   show chunking on real data.
 - judge with sampling: the same runs as the collector sees them when the grader reports later
   (outcome unknown at judge time): judged when a rule fired, else 10% by content hash.
 - replay: the same runs a second time (a re-import, a collector replaying its spool): cache hits.
 
-Tokens are estimated the same way on both sides (characters / 4, the stub's accounting), over the
-message texts plus, for the judge, its JSON-schema response format. Coverage is read back from the
-requests the stub received: every step of every judged run must appear in some request, and the
-last step in the run's last request.
+Tokens are estimated the same way on both sides: one function (`sent_characters`) reads the request
+bodies, the judge's as the stub received them and the baseline's as agentdash would send it, and
+counts the message texts plus the response format (the judge's JSON schema travels with every
+request; agentdash sends none), at 4 characters per token (the stub's accounting). Coverage is read
+back from the requests the stub received: every step of every judged run must appear in some
+request, and the last step in the run's last request.
 
     python bench/judge.py --json
 """
@@ -70,6 +74,11 @@ def agentdash_style_prompt(conversation: Conversation) -> str:
         f"{example}\nHere is the trace:\nQuestion: {conversation.task}\n{trace}\n"
         f"Here are the definitions of the failure modes:\n{definitions}\n"
     )
+
+
+def agentdash_style_request(conversation: Conversation) -> dict[str, Any]:
+    """The request body agentdash sends: one user message, no response format."""
+    return {"messages": [{"role": "user", "content": agentdash_style_prompt(conversation)}]}
 
 
 def sent_characters(body: dict[str, Any]) -> int:
@@ -151,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not files:
         parser.error(f"no Who&When logs in {args.data}")
     conversations = [read_log(path).conversation for path in files]
-    baseline = [len(agentdash_style_prompt(conversation)) for conversation in conversations]
+    baseline = [sent_characters(agentdash_style_request(conversation)) for conversation in conversations]
     runs = len(conversations)
     report: dict[str, Any] = {
         "runs": runs,
@@ -163,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         judge = LLMJudge(judge_config(stub))
         every = judge_pass(stub, judge, conversations, sample=True)
         report["every_failed_run_judged"] = every.summary(runs, baseline)
-        # What every request carries whatever the run: definitions, instructions, the JSON schema.
+        # What every request carries whatever the run: definitions, rules, the JSON schema.
         first = stub.bodies[0]
         fixed = len(first["messages"][0]["content"]) + len(json.dumps(first.get("response_format", {})))
         report["judge_fixed_tokens_per_request"] = round(tokens(fixed), 1)
@@ -174,6 +183,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "requests": len(stub.bodies) - before,
         }
         judge.close()
+
+        full = LLMJudge(judge_config(stub, definitions="full"))
+        report["every_failed_run_judged_full_definitions"] = judge_pass(
+            stub, full, conversations, sample=True
+        ).summary(runs, baseline)
+        full.close()
 
         small = LLMJudge(judge_config(stub, context={"max_tokens": 4096}, request={"max_output_tokens": 800}))
         chunked = judge_pass(stub, small, conversations, sample=True)

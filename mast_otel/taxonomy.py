@@ -58,6 +58,8 @@ class FailureMode:
     definition: str  # the paper's definition
     prior: Prior = Prior.UNKNOWN
     prior_note: str = ""  # what the reference study observed, when it said something
+    # The definition in a few words, for prompts that must stay short (the LLM judge's default).
+    gist: str = ""
 
     @property
     def number(self) -> str:
@@ -77,6 +79,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.SYSTEM_DESIGN,
         "Failure to adhere to the specified constraints or requirements of a given task, "
         "leading to suboptimal or incorrect outcomes.",
+        gist="ignores the task's constraints or requirements",
     ),
     FailureMode(
         "FM-1.2",
@@ -84,6 +87,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.SYSTEM_DESIGN,
         "Failure to adhere to the defined responsibilities and constraints of an assigned role, "
         "potentially leading to an agent behaving like another.",
+        gist="an agent oversteps its role or acts as another agent",
     ),
     FailureMode(
         "FM-1.3",
@@ -93,6 +97,7 @@ MODES: tuple[FailureMode, ...] = (
         "delays or errors in task completion.",
         Prior.BENIGN,
         "Present in over 90% of one model's successful ITBench runs: repetition alone rarely decides a run.",
+        gist="needlessly redoes steps already completed",
     ),
     FailureMode(
         "FM-1.4",
@@ -102,6 +107,7 @@ MODES: tuple[FailureMode, ...] = (
         "an antecedent conversational state.",
         Prior.FATAL,
         "Part of the cascading collapse profile: lost context precedes derailment and many modes at once.",
+        gist="loses recent context, reverts to an earlier state",
     ),
     FailureMode(
         "FM-1.5",
@@ -111,6 +117,7 @@ MODES: tuple[FailureMode, ...] = (
         "of the agents' interaction, potentially leading to unnecessary continuation.",
         Prior.FATAL,
         "The termination crisis profile: runs that loop until an external limit stops them.",
+        gist="misses when to stop, keeps going needlessly",
     ),
     FailureMode(
         "FM-2.1",
@@ -118,6 +125,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.INTER_AGENT_MISALIGNMENT,
         "Unexpected or unwarranted restarting of a dialogue, potentially losing context and "
         "progress made in the interaction.",
+        gist="dialogue restarts without reason, losing progress",
     ),
     FailureMode(
         "FM-2.2",
@@ -125,6 +133,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.INTER_AGENT_MISALIGNMENT,
         "Inability to request additional information when faced with unclear or incomplete data, "
         "potentially resulting in incorrect actions.",
+        gist="acts on unclear or missing information instead of asking",
     ),
     FailureMode(
         "FM-2.3",
@@ -132,6 +141,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.INTER_AGENT_MISALIGNMENT,
         "Deviation from the intended objective or focus of a given task, potentially resulting in "
         "irrelevant or unproductive actions.",
+        gist="drifts away from the task's objective",
     ),
     FailureMode(
         "FM-2.4",
@@ -139,6 +149,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.INTER_AGENT_MISALIGNMENT,
         "Failure to share or communicate important data or insights that an agent possesses and "
         "that could impact the decision-making of other agents if shared.",
+        gist="an agent keeps back information others need",
     ),
     FailureMode(
         "FM-2.5",
@@ -146,6 +157,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.INTER_AGENT_MISALIGNMENT,
         "Disregarding or failing to adequately consider input or recommendations provided by "
         "other agents in the system, potentially leading to bad decisions or missed opportunities.",
+        gist="disregards another agent's input or advice",
     ),
     FailureMode(
         "FM-2.6",
@@ -155,6 +167,7 @@ MODES: tuple[FailureMode, ...] = (
         "agent, potentially resulting in unexpected or undesired behaviors.",
         Prior.FATAL,
         "Acting against its own stated plan accompanied the termination crisis and the cascades.",
+        gist="actions contradict the agent's own stated reasoning",
     ),
     FailureMode(
         "FM-3.1",
@@ -164,6 +177,7 @@ MODES: tuple[FailureMode, ...] = (
         "exchanged or objectives have been met, potentially resulting in incomplete or incorrect outcomes.",
         Prior.FATAL,
         "Stopping before the objective is met ends runs as failures; the study pairs it with FM-1.5.",
+        gist="stops before the objective is met or all information is exchanged",
     ),
     FailureMode(
         "FM-3.2",
@@ -171,6 +185,7 @@ MODES: tuple[FailureMode, ...] = (
         Category.TASK_VERIFICATION,
         "Omission of proper checking or confirmation of task outcomes or system outputs, "
         "potentially allowing errors or inconsistencies to propagate undetected.",
+        gist="outcomes or outputs are not checked, or only partly",
     ),
     FailureMode(
         "FM-3.3",
@@ -180,6 +195,7 @@ MODES: tuple[FailureMode, ...] = (
         "the iterations, potentially leading to errors or vulnerabilities in the system.",
         Prior.FATAL,
         "The strongest differentiator in the study: +52% prevalence in failed runs.",
+        gist="a check is done but is wrong or misses crucial errors",
     ),
 )
 

@@ -17,6 +17,7 @@ import pytest
 from llm_stub import ChatStub, Reply, answer, response_format_type, steps_shown, user_message
 
 from mast_otel.annotate.llm import Detection, JudgeConfig, JudgeConfigError, JudgeStatus, LLMJudge
+from mast_otel.annotate.llm.prompt import FORMAT_NOTE
 from mast_otel.conversation.model import Conversation, Outcome, ToolCall, Turn, TurnKind
 from mast_otel.store.clickhouse import ClickHouseStore
 from mast_otel.taxonomy import CODES
@@ -325,6 +326,58 @@ def test_a_server_without_json_schema_support_gets_json_mode(stub: ChatStub) -> 
     assert first.status is JudgeStatus.JUDGED and first.usage.requests == 2
     assert second.usage.requests == 1  # the step down sticks
     assert [finding.mode.code for finding in first.findings] == ["FM-1.2"]
+    # The schema says what to answer; without it, the prompt spells the answer's shape out.
+    systems = [body["messages"][0]["content"] for body in stub.bodies]
+    assert FORMAT_NOTE not in systems[0]
+    assert all(FORMAT_NOTE in system for system in systems[1:])
+
+
+def test_the_compact_answer_becomes_findings_and_unnamed_modes_stay_unknown(
+    judge: LLMJudge, stub: ChatStub
+) -> None:
+    not_detected = [code for code in CODES if code not in ("FM-1.3", "FM-3.3")]
+    stub.script(
+        Reply(
+            json.dumps(
+                {
+                    "detected": [{"mode": "FM-1.3", "steps": [2, 3], "explanation": "asked twice"}],
+                    "not_detected": not_detected,
+                    "task_completed": "no",
+                }
+            )
+        )
+    )
+    outcome = judge.assess(small_run(), sample=False)
+    assert [finding.mode.code for finding in outcome.findings] == ["FM-1.3"]
+    assert outcome.findings[0].evidence.step_indexes == (2, 3)
+    assert outcome.verdict is not None and outcome.verdict.mode("FM-2.1").detection is Detection.NO
+    assert outcome.usage.unknown_modes == ("FM-3.3",)  # named in neither list: unknown, never "no"
+
+
+def test_every_step_stays_visible_and_the_last_steps_keep_more(stub: ChatStub) -> None:
+    run = Run()
+    for step in range(1, 11):
+        run.say(
+            f"agent{step % 2}",
+            f"OPENING {step} " + f"working on part {step} of the plan. " * 80 + f"END {step}",
+        )
+    conversation = run.build()
+    judge = LLMJudge(config(stub, context={"step_chars": 300, "end_steps": 2, "end_step_chars": 1000}))
+    judge.assess(conversation, sample=False)
+    judge.close()
+    text = user_message(stub.bodies[0])
+    lines = {
+        int(match.group(1)): match.group(0) for match in re.finditer(r"^\[(\d+)\] .*$", text, re.MULTILINE)
+    }
+    turns = {turn.index: turn for turn in conversation.turns}
+    *middle, before_last, last = sorted(turns)
+    assert sorted(lines) == sorted(turns)  # every step: number, speaker, head and tail
+    for index, line in lines.items():
+        label = turns[index].content.split(" working")[0]
+        assert line.startswith(f"[{index}] {turns[index].agent}: {label}")
+        assert line.endswith(turns[index].content[-6:])
+        assert len(line) <= (1000 if index in (before_last, last) else 300) + 20
+    assert all(len(lines[index]) > 2 * len(lines[middle[0]]) for index in (before_last, last))  # the end
 
 
 def test_a_bad_request_unrelated_to_the_format_is_not_retried(stub: ChatStub) -> None:
@@ -405,6 +458,20 @@ def test_a_run_longer_than_the_context_is_chunked_and_every_step_is_seen(stub: C
     assert verdict.mode("FM-3.2").steps == (last,)  # evidence from the last chunk
     assert verdict.mode("FM-1.3").steps == (1,)  # and from the first
     assert verdict.task_completed is Detection.NO  # from the chunk that saw the end
+
+
+def test_a_repeat_pointer_only_leads_to_text_the_judge_was_shown(stub: ChatStub) -> None:
+    plan = [f"plan line {n}: check the replica set and the ingress rules" for n in range(40)]
+    conversation = (
+        Run().say("planner", "\n".join(plan)).say("worker", "\n".join([plan[0], plan[20], plan[39]])).build()
+    )
+    judge = LLMJudge(config(stub, context={"step_chars": 400, "end_steps": 0}))
+    judge.assess(conversation, sample=False)
+    judge.close()
+    worker = user_message(stub.bodies[0]).split("] worker: ")[1]
+    first = conversation.turns[0].index
+    assert worker.count(f"as in step {first}") == 2  # the first and last lines: the planner's head and tail
+    assert plan[20] in worker  # cut from the planner's step, so shown here in full
 
 
 def test_long_tool_outputs_keep_their_head_and_tail(judge: LLMJudge, stub: ChatStub) -> None:

@@ -17,11 +17,12 @@ from mast_otel.annotate.llm import JudgeConfig, JudgeConfigError, load_judge_con
 from mast_otel.annotate.llm.chunking import RenderedStep, TokenEstimator, compact, split_steps
 from mast_otel.annotate.llm.config import SamplingConfig
 from mast_otel.annotate.llm.policy import HourlyTokenBudget, SamplingPolicy
-from mast_otel.annotate.llm.schema import AnswerError, extract_json_object, parse_answer
+from mast_otel.annotate.llm.prompt import FORMAT_NOTE, system_prompt
+from mast_otel.annotate.llm.schema import AnswerError, extract_json_object, parse_answer, response_format
 from mast_otel.annotate.llm.verdict import ChunkAnswer, Detection, ModeVerdict, RunVerdict, merge_answers
 from mast_otel.conversation.model import Conversation, Outcome
 from mast_otel.redact import RedactionConfig, RedactionPattern, Redactor
-from mast_otel.taxonomy import mode
+from mast_otel.taxonomy import CODES, MODES, mode
 
 # --- redaction -------------------------------------------------------------------------------------
 
@@ -244,15 +245,84 @@ def test_a_verdict_survives_its_stored_form() -> None:
         RunVerdict.from_json('{"modes": {}}')
 
 
+# --- the prompt ---------------------------------------------------------------------------------------
+
+# What every request carries whatever the run: the default system prompt and the JSON schema, in
+# tokens at 4 characters each (how the benchmark counts). Raise only knowingly: on short runs this
+# fixed part is most of what the judge sends.
+PROMPT_TOKEN_BUDGET = 480
+PROMPT_AND_SCHEMA_TOKEN_BUDGET = 700
+
+
+def test_the_default_prompt_stays_short_and_names_all_14_modes() -> None:
+    prompt = system_prompt()
+    schema = json.dumps(response_format("json_schema"))
+    assert len(prompt) / 4 <= PROMPT_TOKEN_BUDGET
+    assert (len(prompt) + len(schema)) / 4 <= PROMPT_AND_SCHEMA_TOKEN_BUDGET
+    for failure_mode in MODES:
+        assert f"{failure_mode.code} {failure_mode.name}: {failure_mode.gist}" in prompt
+    assert FORMAT_NOTE not in prompt and "additionalProperties" not in prompt  # the schema says it
+
+
+def test_the_full_definitions_stay_available() -> None:
+    full = system_prompt("full")
+    assert all(f"{m.code} {m.name}: {m.definition}" in full for m in MODES)
+    assert len(full) > 1.5 * len(system_prompt())
+    assert all(m.gist and len(m.gist) < len(m.definition) / 2 for m in MODES)
+
+
+def test_the_judge_names_its_definitions_in_its_cache_identity() -> None:
+    from mast_otel.annotate.llm.cache import judge_identity
+
+    gist = JudgeConfig(model="m")
+    assert judge_identity(gist) != judge_identity(replace(gist, definitions="full"))
+
+
+# --- the compact answer ----------------------------------------------------------------------------------
+
+
+def test_a_compact_answer_names_detected_and_absent_modes() -> None:
+    reply = json.dumps(
+        {
+            "detected": [
+                {"mode": "2.5 Ignored other agent's input", "steps": [3, 99], "explanation": "ignored"},
+                {"mode": "FM-3.2", "steps": [4], "explanation": "no check"},
+            ],
+            "not_detected": [*(c for c in CODES if c not in ("FM-2.5", "FM-3.2", "FM-1.4")), "FM-3.2"],
+            "task_completed": "no",
+        }
+    )
+    chunk = parse_answer(f"Here you go:\n```json\n{reply}\n```", range(1, 6))
+    assert chunk.get(mode("FM-2.5")) == ModeVerdict(mode("FM-2.5"), Detection.YES, (3,), "ignored")
+    assert chunk.get(mode("FM-3.2")) is None  # in both lists: contradictory, so unknown
+    assert chunk.get(mode("FM-1.4")) is None  # in neither list: unknown, never "no"
+    assert chunk.get(mode("FM-1.1")) == ModeVerdict(mode("FM-1.1"), Detection.NO)
+    assert chunk.task_completed is Detection.NO
+    assert any("99" in problem for problem in chunk.problems)  # evidence it was not shown
+
+
+def test_the_schema_allows_only_the_14_codes() -> None:
+    schema = response_format("json_schema")
+    assert schema is not None
+    body = schema["json_schema"]["schema"]
+    assert body["$defs"]["code"]["enum"] == list(CODES)
+    assert set(body["required"]) == {"detected", "not_detected", "task_completed"}
+
+
 # --- chunking -----------------------------------------------------------------------------------------
 
 
 def test_compaction_keeps_head_and_tail() -> None:
-    text = "HEAD " + "." * 10_000 + " TAIL"
+    text = "HEAD " + "lorem ipsum " * 1_000 + "TAIL"
     short = compact(text, 300)
     assert short.startswith("HEAD") and short.endswith("TAIL")
     assert "chars omitted" in short and len(short) <= 330
-    assert compact("short\n\n\n\n\nbody  \n", 300) == "short\n\nbody"
+
+
+def test_compaction_collapses_layout_but_keeps_words() -> None:
+    assert compact("short\n\n\n\n\nbody  \n", 300) == "short\nbody"
+    layout = "def f(x):\n\n        return   x\t+ 1\n----------------\n=====\nwait... done"
+    assert compact(layout, 300) == "def f(x):\nreturn x + 1\n---\n===\nwait... done"
 
 
 @settings(max_examples=150, deadline=None)

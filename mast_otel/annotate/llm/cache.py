@@ -46,6 +46,7 @@ def judge_identity(config: JudgeConfig) -> str:
     identity = {
         "prompt": PROMPT_VERSION,
         "model": config.model,
+        "definitions": config.definitions,
         "few_shot": [asdict(example) for example in config.all_few_shot()],
         "context": asdict(config.context),
         "redaction": asdict(config.redaction),

@@ -2,11 +2,24 @@
 
 A run becomes numbered lines (`[12] triage called get_pods({"ns": "shop"})`), redacted before
 anything else so that compaction can never cut a secret in half and leave a recognisable piece.
-Long text keeps its head and its tail (errors and conclusions sit at the end of tool outputs). The
-task and the agents' system instructions form a header repeated in every chunk. Steps are split
+Then each step is compacted, cheapest loss first:
+
+1. whitespace collapsed (indentation, blank lines, `-----` rules): nothing a judge reads is lost;
+2. what the run already showed is replaced by a pointer: the task, and lines an earlier step
+   displayed (agents re-send plans, tools repeat outputs) become `[… 3 lines as in step 4 …]`;
+3. text still longer than its limit keeps its head and its tail (errors, conclusions and verdicts
+   sit at the end of outputs): per part (`tool_output_chars`, `message_chars`...), then per step
+   (`step_chars`), with a larger allowance (`end_step_chars`) for the run's last `end_steps` steps,
+   where termination and verification show.
+
+Every step stays visible, whatever the limits: its number, its speaker and what is left of its text,
+so a judge can still cite it and see the run's shape. The trade-off is in what it can quote: a
+mistake in the middle of a long output is what compaction drops first.
+
+The task and the agents' system instructions form a header repeated in every chunk. Steps are split
 greedily into chunks that fit the token budget, each chunk starting with the last few steps of the
 previous one; every step lands in at least one chunk and the last chunk always ends with the run's
-last step, so the end of a run (where termination and verification show) is never what is dropped.
+last step, so the end of a run is never what is dropped.
 """
 
 from __future__ import annotations
@@ -28,7 +41,7 @@ _HEAD_SHARE: Final = 0.6  # of a compacted text's kept characters, the share tak
 _MIN_KEPT_CHARS: Final = 80
 _ERROR_CHARS: Final = 240
 # Lines at least this long that an earlier step already showed are not sent again.
-_MIN_REPEATED_CHARS: Final = 40
+_MIN_REPEATED_CHARS: Final = 30
 _ORDINARY_FINISH: Final = frozenset({"", "stop", "tool_calls", "end_turn", "function_call"})
 
 
@@ -59,9 +72,16 @@ def compact(text: str, limit: int) -> str:
 
 
 def _tidy(text: str) -> str:
-    text = text.replace("\r\n", "\n")
-    text = re.sub(r"[ \t]+\n", "\n", text)
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    """Whitespace collapsed: runs of blanks (indentation too) to one space, no blank lines, and
+    decoration (`-----`, `=====`) shortened. Layout costs tokens and tells a judge little."""
+    text = _BLANKS.sub(" ", text.replace("\r\n", "\n"))
+    text = _LINE_BREAKS.sub("\n", text)
+    return _DECORATION.sub(r"\1\1\1", text).strip()
+
+
+_BLANKS: Final = re.compile(r"[ \t\f\v\u00a0]+")
+_LINE_BREAKS: Final = re.compile(r" ?\n[ \n]*")
+_DECORATION: Final = re.compile(r"([-=_*#~+.])\1{3,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +151,15 @@ def render_run(
         for turn in system_turns
     )
     renderer = _StepRenderer(redact, limits, task_text)
+    turns = [turn for turn in conversation.turns if turn.kind is not TurnKind.SYSTEM]
+    first_end_step = len(turns) - limits.end_steps
     steps = tuple(
-        _step(turn.index, renderer.render(turn), estimator)
-        for turn in conversation.turns
-        if turn.kind is not TurnKind.SYSTEM
+        _step(
+            turn.index,
+            renderer.render(turn, limits.end_step_chars if position >= first_end_step else limits.step_chars),
+            estimator,
+        )
+        for position, turn in enumerate(turns)
     )
     return RunView(task=compact(task_text, task_limit), instructions=instructions, steps=steps)
 
@@ -190,61 +215,68 @@ def _agent(turn: Turn, redact: Callable[[str], str]) -> str:
 
 class _StepRenderer:
     """Renders a run's steps in order. Text goes redacted, then freed of what the run already showed
-    (the task, lines an earlier step carried: agents re-send plans and tools repeat outputs), then
-    compacted: what is left is what the step adds."""
+    (the task, lines an earlier step displayed), then compacted: what is left is what the step adds.
+    A line counts as shown only if it survived compaction, so a pointer never leads to text the judge
+    was not given."""
 
     def __init__(self, redact: Callable[[str], str], limits: ContextConfig, task: str) -> None:
         self._redact = redact
         self._limits = limits
-        self._task = task.strip()
+        self._task = _tidy(task)
         self._first_seen: dict[str, int] = {}  # a long line -> the step that showed it first
 
-    def render(self, turn: Turn) -> str:
+    def render(self, turn: Turn, step_limit: int) -> str:
+        """`[n] speaker` and the step's text, at most `step_limit` characters of it."""
         prefix = f"[{turn.index}]"
         agent = _agent(turn, self._redact)
         limits = self._limits
+        shown: list[str] = []  # this step's long lines, candidates for later pointers
         if turn.kind is TurnKind.TOOL_CALL and turn.tool is not None:
             tool = turn.tool
-            arguments = self._text(tool.arguments, limits.tool_arguments_chars, turn.index)
-            text = f"{prefix} {agent} called {self._redact(tool.name)}({arguments})"
+            label = f"{prefix} {agent} called {self._redact(tool.name)}"
+            arguments = self._text(tool.arguments, min(limits.tool_arguments_chars, step_limit), turn, shown)
+            body = f"({arguments})"
             if tool.error:
-                text += f" -> error: {compact(self._redact(tool.error), _ERROR_CHARS)}"
+                body += f" -> error: {compact(self._redact(tool.error), _ERROR_CHARS)}"
             if tool.result is None:
-                text += "" if tool.error else " -> no result came back"
+                body += "" if tool.error else " -> no result came back"
             elif tool.result.strip():
-                text += f"\n    -> {self._text(tool.result, limits.tool_output_chars, turn.index)}"
+                result = self._text(tool.result, min(limits.tool_output_chars, step_limit), turn, shown)
+                body += f"\n-> {result}"
             else:
-                text += " -> (empty result)"
-        elif turn.kind is TurnKind.USER:
-            speaker = "user" if turn.agent in ("", "user") else f"user {agent}"
-            text = f"{prefix} {speaker}: {self._text(turn.content, limits.message_chars, turn.index)}"
-        elif turn.kind is TurnKind.HANDOFF:
-            target = self._redact(turn.target_agent) or "unknown agent"
-            text = f"{prefix} {agent} hands off to {target}"
-            if turn.content.strip():
-                text += f": {self._text(turn.content, limits.message_chars, turn.index)}"
+                body += " -> (empty result)"
         else:
-            label = " (reasoning)" if turn.kind is TurnKind.REASONING else ""
-            text = f"{prefix} {agent}{label}: {self._text(turn.content, limits.message_chars, turn.index)}"
+            message_limit = min(limits.message_chars, step_limit)
+            if turn.kind is TurnKind.USER:
+                label = f"{prefix} {'user' if turn.agent in ('', 'user') else f'user {agent}'}: "
+            elif turn.kind is TurnKind.HANDOFF:
+                label = f"{prefix} {agent} hands off to {self._redact(turn.target_agent) or 'unknown agent'}"
+                label += ": " if turn.content.strip() else ""
+            else:
+                label = f"{prefix} {agent}{' (reasoning)' if turn.kind is TurnKind.REASONING else ''}: "
+            body = self._text(turn.content, message_limit, turn, shown) if turn.content.strip() else ""
+        body = compact(body, step_limit) if len(body) > step_limit else body
+        for line in shown:
+            if line in body:
+                self._first_seen.setdefault(line, turn.index)
+        text = label + body
         if turn.finish_reason not in _ORDINARY_FINISH:
             text += f" (generation stopped: {turn.finish_reason})"
         return text
 
-    def _text(self, raw: str, limit: int, step: int) -> str:
-        text = self._redact(raw)
+    def _text(self, raw: str, limit: int, turn: Turn, shown: list[str]) -> str:
+        text = _tidy(self._redact(raw))
         if len(self._task) >= _MIN_REPEATED_CHARS:
-            if text.strip() == self._task:
+            if text == self._task:
                 return "(the task above)"
             text = text.replace(self._task, "(the task above)")
-        return compact(self._without_repeats(text, step), limit)
+        return compact(self._without_repeats(text, turn.index, shown), limit)
 
-    def _without_repeats(self, text: str, step: int) -> str:
+    def _without_repeats(self, text: str, step: int, shown: list[str]) -> str:
         kept: list[str] = []
         repeated, source = 0, -1
         for line in text.split("\n"):
             key = line.strip()
-            if repeated and not key:
-                continue  # a blank line inside a repeated stretch belongs to it
             first = self._first_seen.get(key, step) if len(key) >= _MIN_REPEATED_CHARS else step
             if first != step:
                 repeated, source = repeated + 1, source if repeated else first
@@ -254,7 +286,7 @@ class _StepRenderer:
                 repeated = 0
             kept.append(line)
             if len(key) >= _MIN_REPEATED_CHARS:
-                self._first_seen.setdefault(key, step)
+                shown.append(key)
         if repeated:
             kept.append(_repeat_marker(repeated, source))
         return "\n".join(kept)

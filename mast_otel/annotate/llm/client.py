@@ -135,18 +135,24 @@ class ChatClient:
         self._closing.set()
         self._client.close()
 
-    def ask(self, messages: Sequence[ChatMessage], parse: Callable[[str], _T]) -> Exchange[_T]:
-        """Ask until `parse` accepts a reply or the attempts run out; never raises for endpoint trouble."""
+    def ask(
+        self, messages: Sequence[ChatMessage], parse: Callable[[str], _T], *, format_note: str = ""
+    ) -> Exchange[_T]:
+        """Ask until `parse` accepts a reply or the attempts run out; never raises for endpoint trouble.
+
+        `format_note` (the answer's shape in words) is appended to the first message whenever the
+        request goes without a JSON schema: with one, the schema says it and the note is not sent."""
         openai = self._openai
         attempts = requests = input_tokens = output_tokens = 0
         failure = ""
         while attempts < self.config.request.max_attempts and not self._closing.is_set():
             used_format = self._format
+            sent = _with_note(messages, format_note, used_format)
             retry_after: float | None = None
             requests += 1
             try:
                 with self._slots:
-                    completion = self._client.chat.completions.create(**self._request(messages, used_format))
+                    completion = self._client.chat.completions.create(**self._request(sent, used_format))
                 reply = _Reply.of(completion)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 if self._negotiate and used_format in _DOWNGRADE and _about_format(exc):
@@ -163,9 +169,7 @@ class ChatClient:
                 # A 200 whose body is not a chat completion (a proxy's error page, truncated JSON).
                 failure = f"malformed response: {_describe(exc)}"
             else:
-                input_tokens += (
-                    reply.input_tokens if reply.input_tokens is not None else self._estimate(messages)
-                )
+                input_tokens += reply.input_tokens if reply.input_tokens is not None else self._estimate(sent)
                 output_tokens += (
                     reply.output_tokens
                     if reply.output_tokens is not None
@@ -222,6 +226,15 @@ class ChatClient:
 
     def _estimate(self, messages: Sequence[ChatMessage]) -> int:
         return sum(self._estimator.tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+def _with_note(
+    messages: Sequence[ChatMessage], note: str, used_format: ResponseFormat
+) -> Sequence[ChatMessage]:
+    if not note or not messages or used_format is ResponseFormat.JSON_SCHEMA:
+        return messages
+    first = messages[0]
+    return [{**first, "content": f"{first['content']}\n{note}"}, *messages[1:]]
 
 
 def _about_format(exc: openai.APIStatusError) -> bool:

@@ -108,9 +108,16 @@ class ContextConfig:
     chars_per_token: float = 3.0
     safety_margin: float = 0.1  # share of the window kept free for the estimate's error
     overlap_steps: int = 2  # steps repeated at the start of the next chunk, for continuity
+    # Compaction: text longer than a limit keeps its head and tail around a marker. Every step stays
+    # visible (number, speaker, what is left of its text); the limits trade what the judge can quote
+    # against tokens sent. The per-part limits apply first, then the whole step's.
     tool_output_chars: int = 800  # a tool result longer than this keeps its head and tail
     tool_arguments_chars: int = 400
     message_chars: int = 1200  # agent messages and reasoning
+    step_chars: int = 600  # a whole step (its text after "[n] speaker"), for all but the last steps
+    # The run's last steps keep more: termination, verification and the final answer show there.
+    end_steps: int = 2
+    end_step_chars: int = 1500
     task_chars: int = 2000
     system_chars: int = 800  # each agent's system instructions, repeated in every chunk
 
@@ -121,12 +128,14 @@ class ContextConfig:
             raise ValueError("chars_per_token must be in [1, 8]")
         if not 0.0 <= self.safety_margin < 0.5:
             raise ValueError("safety_margin must be in [0, 0.5)")
-        if self.overlap_steps < 0:
-            raise ValueError("overlap_steps must be >= 0")
+        if self.overlap_steps < 0 or self.end_steps < 0:
+            raise ValueError("overlap_steps and end_steps must be >= 0")
         for name in (
             "tool_output_chars",
             "tool_arguments_chars",
             "message_chars",
+            "step_chars",
+            "end_step_chars",
             "task_chars",
             "system_chars",
         ):
@@ -204,6 +213,10 @@ class JudgeConfig:
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     pricing: PricingConfig = field(default_factory=PricingConfig)
     redaction: RedactionConfig = field(default_factory=RedactionConfig)
+    # The mode definitions in the prompt: "gist", a few words per mode (taxonomy.py's `gist`, the
+    # default, about a third of the tokens), or "full", the paper's definitions (`definition`). On
+    # short runs the definitions are most of what is sent; "full" gives the model the exact wording.
+    definitions: Literal["gist", "full"] = "gist"
     few_shot: tuple[FewShotExample, ...] = ()
     few_shot_file: str = ""  # YAML or JSON list of {run, answer}, appended to `few_shot`
     concurrency: int = 4  # requests in flight at once, across all runs

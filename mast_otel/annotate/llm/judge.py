@@ -36,6 +36,7 @@ from mast_otel.annotate.llm.client import ChatClient
 from mast_otel.annotate.llm.config import JudgeConfig, JudgeConfigError, ResponseFormat
 from mast_otel.annotate.llm.policy import Decision, HourlyTokenBudget, Reservation, SamplingPolicy
 from mast_otel.annotate.llm.prompt import (
+    FORMAT_NOTE,
     ChatMessage,
     chunk_message,
     few_shot_messages,
@@ -116,7 +117,7 @@ class LLMJudge:
                     f"judge few-shot example {number}: its answer is unusable: {exc}"
                 ) from None
         self._prefix: tuple[ChatMessage, ...] = (
-            {"role": "system", "content": system_prompt()},
+            {"role": "system", "content": system_prompt(config.definitions)},
             *few_shot_messages(examples),
         )
         self._window = self._input_window()
@@ -196,7 +197,9 @@ class LLMJudge:
         always_visible = plan.view.visible_in_every_chunk
         for chunk, messages in zip(plan.chunks, plan.messages, strict=True):
             visible = frozenset(chunk.indexes) | frozenset(always_visible)
-            exchange = self._client.ask(messages, functools.partial(parse_answer, visible_steps=visible))
+            exchange = self._client.ask(
+                messages, functools.partial(parse_answer, visible_steps=visible), format_note=FORMAT_NOTE
+            )
             requests += exchange.requests
             input_tokens += exchange.input_tokens
             output_tokens += exchange.output_tokens
@@ -257,11 +260,15 @@ class LLMJudge:
 
     def _input_window(self) -> int:
         """Tokens a request may spend on the run itself (header and steps), after the fixed prefix,
-        the schema, the reserved output and the safety margin."""
+        the answer's format (the schema, or the note spelling it out), the reserved output and the
+        safety margin."""
         context, request = self.config.context, self.config.request
         fixed = self._request_tokens(self._prefix) + MESSAGE_OVERHEAD_TOKENS
-        if request.format in (ResponseFormat.AUTO, ResponseFormat.JSON_SCHEMA):
-            fixed += self._estimator.tokens(json.dumps(response_format(ResponseFormat.JSON_SCHEMA.value)))
+        schema = self._estimator.tokens(json.dumps(response_format(ResponseFormat.JSON_SCHEMA.value)))
+        note = self._estimator.tokens(FORMAT_NOTE) + 1
+        fixed += {ResponseFormat.AUTO: max(schema, note), ResponseFormat.JSON_SCHEMA: schema}.get(
+            request.format, note
+        )
         window = int(context.max_tokens * (1 - context.safety_margin)) - request.max_output_tokens - fixed
         if window - window // 3 - _FRAMING_TOKENS < _MIN_STEP_TOKENS:
             raise JudgeConfigError(

@@ -1,6 +1,13 @@
 """The judge's prompt: MAST definitions from `taxonomy.py`, the answer format, few-shot examples, and
 one user message per chunk (task and system instructions first, then the chunk's steps).
 
+Short by design: on short runs the fixed part (role, definitions, rules) is most of what a request
+sends, so the default names each mode with its `gist` from `taxonomy.py`; `definitions="full"` gives
+the paper's definitions instead, at about three times the tokens. The answer lists detected modes with
+evidence and the others compactly under `not_detected`: every mode must still be named, and a mode in
+neither list is unknown, never "no". The answer's shape is spelled out (`FORMAT_NOTE`) only when the
+server does not take the JSON schema as its response format: otherwise the schema says it.
+
 `PROMPT_VERSION` is part of the verdict cache's key: change the wording, bump it, and cached verdicts
 of the old prompt stop being reused.
 """
@@ -10,47 +17,53 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Literal
 
 from mast_otel.annotate.llm.chunking import Chunk, RunView
 from mast_otel.annotate.llm.config import FewShotExample
 from mast_otel.taxonomy import MODES, Category
 
-__all__ = ["PROMPT_VERSION", "ChatMessage", "chunk_message", "few_shot_messages", "system_prompt"]
+__all__ = [
+    "FORMAT_NOTE",
+    "PROMPT_VERSION",
+    "ChatMessage",
+    "chunk_message",
+    "few_shot_messages",
+    "system_prompt",
+]
 
-PROMPT_VERSION: Final = "mast-judge/1"
+PROMPT_VERSION: Final = "mast-judge/2"
 
 ChatMessage = dict[str, str]  # {"role": ..., "content": ...}, what the chat API takes
 
-_INSTRUCTIONS: Final = """\
-How to annotate:
-- Judge only from the steps shown. Steps are numbered [n]; cite those numbers as evidence.
-- Mark a mode detected only if at least one shown step exhibits it; otherwise detected is false.
-- Values like <EMAIL_1> or <SECRET_2> were redacted: treat them as opaque values, not as failures.
-- "[… N chars omitted …]" marks text shortened for length, "[… N lines as in step k …]" text \
-identical to what step k showed: neither is a failure by itself.
-- explanation: one short line saying what happened at the cited steps ("" when not detected).
-- task_completed: "yes" or "no" when the run's last step is shown and shows whether the task was \
-done, "unknown" otherwise.
+_INSTRUCTIONS: Final = (
+    "Rules: judge only the steps shown, numbered [n]; cite those numbers as evidence. A mode is "
+    "detected only if a shown step exhibits it. Placeholders like <EMAIL_1> are redacted values; "
+    '"[… N chars omitted …]" and "[… N lines as in step k …]" mark shortened text: none of these is '
+    "a failure.\n"
+    "Answer: name every mode once, either under detected (with evidence steps and a one-line "
+    "explanation) or under not_detected. task_completed: yes or no when the run's last step is shown "
+    "and tells, else unknown."
+)
 
-Answer with one JSON object and nothing else:
-{"modes": {"FM-1.1": {"detected": false, "steps": [], "explanation": ""}, \
-"FM-1.2": {...}, ... one entry for each of the 14 codes ...}, "task_completed": "yes" | "no" | "unknown"}"""
+# The answer's shape, for servers that do not take the JSON schema (JSON mode, plain text).
+FORMAT_NOTE: Final = (
+    'Reply with one JSON object only: {"detected": [{"mode": "FM-1.3", "steps": [4, 7], '
+    '"explanation": "..."}], "not_detected": ["FM-1.1", ...], "task_completed": "yes" | "no" | "unknown"}'
+)
 
 
-@functools.lru_cache(maxsize=1)
-def system_prompt() -> str:
-    """Role, the 14 definitions (grouped by category) and the answer format."""
-    lines = [
-        "You annotate runs of LLM agent systems with the failure modes of MAST, the Multi-Agent "
-        "System Failure Taxonomy (Cemri et al., 2025). The failure modes:",
-    ]
+@functools.lru_cache(maxsize=2)
+def system_prompt(definitions: Literal["gist", "full"] = "gist") -> str:
+    """Role, the 14 modes (grouped by category, with their gist or full definition) and the rules."""
+    lines = ["You annotate LLM agent runs with the 14 MAST failure modes (Cemri et al., 2025):"]
     for category in Category:
         lines.append(f"{category.value} {category.label}:")
         lines.extend(
-            f"{mode.code} {mode.name}: {mode.definition}" for mode in MODES if mode.category is category
+            f"{mode.code} {mode.name}: {mode.gist if definitions == 'gist' else mode.definition}"
+            for mode in MODES
+            if mode.category is category
         )
-    lines.append("")
     lines.append(_INSTRUCTIONS)
     return "\n".join(lines)
 

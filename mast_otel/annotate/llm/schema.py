@@ -1,15 +1,21 @@
 """The judge's answer format: its JSON schema, and the tolerant-but-strict reading of a reply.
 
-Servers that support structured outputs get `ANSWER_SCHEMA` as a JSON-schema response format, which
-forces one entry per mode. Others may wrap the JSON in prose or code fences, key modes by "1.3" or
-"FM-1.3 Step repetition", use "yes"/"no" for booleans, skip modes or repeat them: the reader finds the
-JSON object wherever it is and accepts those spellings, but validates every entry. A mode with no
-valid entry, or with entries that contradict each other, is left out of the `ChunkAnswer` and so
-becomes UNKNOWN; nothing is ever guessed to be "no". A reply without a usable JSON answer raises
-`AnswerError`, which the client retries.
+The answer is compact: `detected`, a list of {mode, steps, explanation}, `not_detected`, a list of
+the other codes, and `task_completed`. Naming the absent modes costs a few tokens per mode, and is
+what keeps "unknown" meaningful: a mode in neither list was not answered, and stays UNKNOWN.
 
-Unlike a regex over "2.5 Ignored Other Agent's Input: yes", the verdict is only ever read from the
-`detected` field, so words inside mode names or explanations ("no", "ignored") cannot flip it.
+Servers that support structured outputs get `ANSWER_SCHEMA` as a JSON-schema response format. Others
+may wrap the JSON in prose or code fences, answer in the older per-mode shape ({"modes": {"FM-1.3":
+{"detected": ...}}}), key modes by "1.3" or "FM-1.3 Step repetition", use "yes"/"no" for booleans,
+skip modes or repeat them: the reader finds the JSON object wherever it is and accepts those
+spellings, but validates every entry. A mode with no valid entry, or with entries that contradict
+each other (in both lists), is left out of the `ChunkAnswer` and so becomes UNKNOWN; nothing is ever
+guessed to be "no". A reply without a usable JSON answer raises `AnswerError`, which the client
+retries.
+
+Unlike a regex over "2.5 Ignored Other Agent's Input: yes", the verdict is only ever read from which
+list names a mode (or its `detected` field), so words inside mode names or explanations ("no",
+"ignored") cannot flip it.
 """
 
 from __future__ import annotations
@@ -25,31 +31,30 @@ from mast_otel.taxonomy import BY_CODE, CODES, FailureMode
 __all__ = ["ANSWER_SCHEMA", "AnswerError", "extract_json_object", "parse_answer", "response_format"]
 
 SCHEMA_NAME: Final = "mast_annotation"
-_MODE_ANSWER: Final[dict[str, Any]] = {
-    "type": "object",
-    "properties": {
-        "detected": {"type": "boolean"},
-        "steps": {"type": "array", "items": {"type": "integer"}},
-        "explanation": {"type": "string"},
-    },
-    "required": ["detected", "steps", "explanation"],
-    "additionalProperties": False,
-}
+_MODE_CODE: Final[dict[str, Any]] = {"$ref": "#/$defs/code"}
 # Strict-mode compatible (OpenAI structured outputs): every property required, no extra keys.
 ANSWER_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {
-        "modes": {
-            "type": "object",
-            "properties": {code: {"$ref": "#/$defs/mode_answer"} for code in CODES},
-            "required": list(CODES),
-            "additionalProperties": False,
+        "detected": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "mode": _MODE_CODE,
+                    "steps": {"type": "array", "items": {"type": "integer"}},
+                    "explanation": {"type": "string"},
+                },
+                "required": ["mode", "steps", "explanation"],
+                "additionalProperties": False,
+            },
         },
+        "not_detected": {"type": "array", "items": _MODE_CODE},
         "task_completed": {"type": "string", "enum": ["yes", "no", "unknown"]},
     },
-    "required": ["modes", "task_completed"],
+    "required": ["detected", "not_detected", "task_completed"],
     "additionalProperties": False,
-    "$defs": {"mode_answer": _MODE_ANSWER},
+    "$defs": {"code": {"type": "string", "enum": list(CODES)}},
 }
 
 _CODE = re.compile(r"^\s*(?:FM[-\s]?)?([1-3]\.[1-9])(?![\d.])", re.IGNORECASE)
@@ -142,12 +147,17 @@ def parse_answer(text: str, visible_steps: Container[int]) -> ChunkAnswer:
 
 
 def _looks_like_answer(candidate: Mapping[str, Any]) -> bool:
-    return "modes" in candidate or any(_CODE.match(str(key)) for key in candidate)
+    return bool({"modes", "detected", "not_detected"} & set(candidate)) or any(
+        _CODE.match(str(key)) for key in candidate
+    )
 
 
 def _mode_entries(answer: Mapping[str, Any], problems: list[str]) -> list[tuple[str, Any]]:
-    """(mode key, entry) pairs from the spellings models use: {"modes": {code: entry}},
-    {"modes": [{"mode": code, ...}]}, or the codes at the top level."""
+    """(mode key, entry) pairs from the spellings models use: the compact {"detected": [{"mode":
+    code, ...}], "not_detected": [code, ...]}, {"modes": {code: entry}}, {"modes": [{"mode": code,
+    ...}]}, or the codes at the top level."""
+    if "detected" in answer or "not_detected" in answer:
+        return _compact_entries(answer, problems)
     modes = answer.get("modes", answer)
     if isinstance(modes, Mapping):
         return [(str(key), value) for key, value in modes.items() if key != "task_completed"]
@@ -162,6 +172,25 @@ def _mode_entries(answer: Mapping[str, Any], problems: list[str]) -> list[tuple[
         return entries
     problems.append("modes is neither an object nor a list")
     return []
+
+
+def _compact_entries(answer: Mapping[str, Any], problems: list[str]) -> list[tuple[str, Any]]:
+    entries: list[tuple[str, Any]] = []
+    detected = answer.get("detected", [])
+    for item in detected if isinstance(detected, list) else [detected]:
+        key = item.get("mode", item.get("code")) if isinstance(item, Mapping) else item
+        if not isinstance(key, str):
+            problems.append("ignored a detected entry without a mode code")
+            continue
+        entry = item if isinstance(item, Mapping) else {}
+        entries.append((key, {**entry, "detected": True}))
+    absent = answer.get("not_detected", [])
+    for key in absent if isinstance(absent, list) else [absent]:
+        if not isinstance(key, str):
+            problems.append("ignored a not_detected entry that is not a mode code")
+            continue
+        entries.append((key, {"detected": False}))
+    return entries
 
 
 def _mode_verdict(
