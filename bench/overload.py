@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -33,69 +30,10 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ingest import generate_requests
 
-from mast_otel.collector.query_api import CollectorQueryClient
+from mast_otel.collector.process import CollectorProcess
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RETRYABLE = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
-
-
-class CollectorUnderTest:
-    def __init__(self, data_dir: Path, max_in_flight_spans: int, config: str | None = None) -> None:
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mast_otel.cli",
-                "collector",
-                "--store",
-                str(data_dir),
-                "--grpc-endpoint",
-                "127.0.0.1:0",
-                "--http-endpoint",
-                "",
-                "--admin-endpoint",
-                "127.0.0.1:0",
-                "--metrics-endpoint",
-                "",
-                "--grace",
-                "0.5",
-                "--max-in-flight-spans",
-                str(max_in_flight_spans),
-                *(["--config", config] if config else []),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        lock = data_dir / "collector.json"
-        deadline = time.monotonic() + 60
-        while True:
-            if time.monotonic() > deadline or self.process.poll() is not None:
-                raise RuntimeError("collector did not start")
-            try:
-                info = json.loads(lock.read_text())
-                break
-            except (OSError, ValueError):
-                time.sleep(0.05)
-        self.target = info["grpc_endpoint"].removeprefix("http://")
-        self.admin_url = info["admin_url"]
-        self.query = CollectorQueryClient(self.admin_url)
-
-    def rss_kb(self, field: str = "VmRSS") -> int:
-        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-        return 0
-
-    def in_flight(self) -> int:
-        with urllib.request.urlopen(self.admin_url + "/api/v1/stats", timeout=5) as response:
-            return int(json.loads(response.read())["spans_in_flight"])
-
-    def stored(self) -> int:
-        return int(self.query.query("SELECT count() FROM otel_traces").rows[0][0])
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=300)
 
 
 class Exports:
@@ -122,7 +60,7 @@ class Exports:
 
 
 def drive(
-    collector: CollectorUnderTest,
+    collector: CollectorProcess,
     exports: Exports,
     rate: float,
     seconds: float,
@@ -134,7 +72,7 @@ def drive(
     stop_at = started + seconds
 
     def sender() -> None:
-        channel = grpc.insecure_channel(collector.target)
+        channel = grpc.insecure_channel(collector.grpc_target)
         export = channel.unary_unary(
             EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
         )
@@ -166,13 +104,8 @@ def drive(
         thread.join()
 
 
-def wait_stored(collector: CollectorUnderTest, expected: int, timeout_s: float) -> int:
-    deadline = time.monotonic() + timeout_s
-    stored = collector.stored()
-    while stored < expected and time.monotonic() < deadline:
-        time.sleep(0.5)
-        stored = collector.stored()
-    return stored
+def wait_stored(collector: CollectorProcess, expected: int, timeout_s: float) -> int:
+    return collector.wait_for("SELECT count() FROM otel_traces", expected, timeout_s)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     pool, _ = generate_requests(20_000, seed=7, batch=256)
     exports = Exports(pool)
     with tempfile.TemporaryDirectory(prefix="mast-overload-") as tmp:
-        collector = CollectorUnderTest(Path(tmp), args.max_in_flight_spans, args.collector_config)
+        config = ["--config", args.collector_config] if args.collector_config else []
+        collector = CollectorProcess(
+            Path(tmp), "--grace", "0.5", "--max-in-flight-spans", str(args.max_in_flight_spans), *config
+        )
         baseline_kb = collector.rss_kb()
         calibration = {"sent_spans": 0, "refused_exports": 0}
         started = time.monotonic()
@@ -204,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
         def sample() -> None:
             while not done.wait(0.1):
-                samples.append((collector.in_flight(), collector.rss_kb()))
+                samples.append((int(str(collector.stats()["spans_in_flight"])), collector.rss_kb()))
 
         sampler = threading.Thread(target=sample)
         sampler.start()
@@ -214,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         sent = calibration["sent_spans"] + totals["sent_spans"]
         stored = wait_stored(collector, sent, 600)
         peak_kb = collector.rss_kb("VmHWM")
-        collector.stop()
+        collector.terminate()
     peak_in_flight = max((n for n, _ in samples), default=0)
     result = {
         "sustainable_spans_per_s": round(sustainable),

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import grpc
 import pytest
-from collector_process import CollectorProcess
 from faults import Outage
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from spanfactory import agent_attrs, output, span, to_request
@@ -16,6 +15,7 @@ from spanfactory import agent_attrs, output, span, to_request
 from mast_otel.collector.assembly import AssemblyConfig
 from mast_otel.collector.config import loopback
 from mast_otel.collector.pipeline import Mode, PipelineConfig
+from mast_otel.collector.process import CollectorProcess
 from mast_otel.collector.service import Collector
 from mast_otel.collector.spool import SpoolConfig
 from mast_otel.spans import Span

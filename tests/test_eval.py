@@ -11,7 +11,7 @@ from mast_otel.annotate.base import Blame
 from mast_otel.annotate.rules import RuleAnnotator
 from mast_otel.cli import main
 from mast_otel.evaluation import AttributionCase, evaluate_who_and_when, same_agent
-from mast_otel.importers.who_and_when import AttributionLabel
+from mast_otel.importers.who_and_when import LABEL_AGENT, LABEL_STEP, AttributionLabel
 from mast_otel.taxonomy import CODES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "who_and_when_small"
@@ -53,7 +53,7 @@ def test_scores_and_random_baselines_on_the_small_fixtures() -> None:
 
 def test_unlabelled_and_unreadable_logs_are_skipped_and_reported(tmp_path: Path) -> None:
     unlabelled = json.loads((FIXTURES / "ag2_small.json").read_text())
-    del unlabelled["mistake_agent"], unlabelled["mistake_step"]
+    del unlabelled[LABEL_AGENT], unlabelled[LABEL_STEP]
     (tmp_path / "unlabelled.json").write_text(json.dumps(unlabelled))
     (tmp_path / "broken.json").write_text("[")
     scores = evaluate_who_and_when([tmp_path], RuleAnnotator())

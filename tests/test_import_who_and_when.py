@@ -14,7 +14,14 @@ from mast_otel.annotate.rules import RuleAnnotator
 from mast_otel.cli import main
 from mast_otel.conversation.model import Outcome, TurnKind
 from mast_otel.importers import READERS, ImportFileError, content_trace_id, expand_paths, run_import
-from mast_otel.importers.who_and_when import Speaker, WhoAndWhenReader, bare_agent, parse_speaker, read_log
+from mast_otel.importers.who_and_when import (
+    LABEL_STEP,
+    Speaker,
+    WhoAndWhenReader,
+    bare_agent,
+    parse_speaker,
+    read_log,
+)
 from mast_otel.store.clickhouse import ClickHouseStore
 
 FIXTURES = Path(__file__).parent / "fixtures" / "who_and_when_small"
@@ -131,7 +138,7 @@ def test_bad_files_get_a_clear_error_naming_the_file(tmp_path: Path, content: ob
 
 def test_unusable_labels_do_not_stop_the_import(tmp_path: Path) -> None:
     document = json.loads(AG2.read_text())
-    document["mistake_step"] = "12"  # beyond the five steps
+    document[LABEL_STEP] = "12"  # beyond the five steps
     log = read_log(_write(tmp_path, "late.json", document))
     assert log.label is None and "outside the history" in log.label_problem
     assert log.conversation.outcome is Outcome.FAILURE  # is_correct: false

@@ -215,19 +215,23 @@ def _code_blocks(text: str) -> str:
     return "\n".join(block.strip() for block in _CODE_BLOCK.findall(text))
 
 
+# The benchmark's label fields, named once (tests refer to them through these names).
+LABEL_AGENT, LABEL_STEP, LABEL_REASON = "mistake_agent", "mistake_step", "mistake_reason"
+
+
 def _label(document: dict[str, object], steps: int) -> tuple[AttributionLabel | None, str]:
-    agent, step = document.get("mistake_agent"), document.get("mistake_step")
+    agent, step = document.get(LABEL_AGENT), document.get(LABEL_STEP)
     if agent is None and step is None:
-        return None, "no `mistake_agent` / `mistake_step`"
+        return None, f"no `{LABEL_AGENT}` / `{LABEL_STEP}`"
     if not isinstance(agent, str) or not agent.strip():
-        return None, f"`mistake_agent` is not an agent name: {agent!r}"
+        return None, f"`{LABEL_AGENT}` is not an agent name: {agent!r}"
     try:
         index = int(str(step).strip())
     except ValueError:
-        return None, f"`mistake_step` is not a step number: {step!r}"
+        return None, f"`{LABEL_STEP}` is not a step number: {step!r}"
     if not 0 <= index < steps:
-        return None, f"`mistake_step` {index} is outside the history (0..{steps - 1})"
-    reason = document.get("mistake_reason")
+        return None, f"`{LABEL_STEP}` {index} is outside the history (0..{steps - 1})"
+    reason = document.get(LABEL_REASON)
     return AttributionLabel(agent.strip(), index, reason if isinstance(reason, str) else ""), ""
 
 
