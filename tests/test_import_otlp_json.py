@@ -31,7 +31,7 @@ def lines() -> list[str]:
 
 
 def test_the_file_exporter_output_becomes_one_run_per_trace() -> None:
-    runs = {c.trace_id: c for c in OtlpJsonReader().read(FIXTURE)}
+    runs = {c.trace_id: c for c in OtlpJsonReader().read(FIXTURE).conversations}
     assert sorted(runs) == sorted([FIRST_RUN, SECOND_RUN])
     first = runs[FIRST_RUN]
     assert first.span_count == 4  # two model calls, a tool, the agent: from both lines of the file
@@ -61,23 +61,24 @@ def test_the_file_exporter_output_becomes_one_run_per_trace() -> None:
 
 
 def test_gzip_pretty_printed_and_array_forms_read_alike(tmp_path: Path) -> None:
-    expected = {c.trace_id: c.turns for c in OtlpJsonReader().read(FIXTURE)}
+    expected = {c.trace_id: c.turns for c in OtlpJsonReader().read(FIXTURE).conversations}
     compressed = tmp_path / "traces.jsonl.gz"
     compressed.write_bytes(gzip.compress(FIXTURE.read_bytes()))
     array = tmp_path / "array.json"
     array.write_text(json.dumps([json.loads(line) for line in lines()], indent=2))
     for path in (compressed, array):
-        assert {c.trace_id: c.turns for c in OtlpJsonReader().read(path)} == expected
+        assert {c.trace_id: c.turns for c in OtlpJsonReader().read(path).conversations} == expected
     pretty = tmp_path / "pretty.json"  # one request over many lines: the second run's spans only
     pretty.write_text(json.dumps(json.loads(lines()[1]), indent=2))
-    assert {c.trace_id for c in OtlpJsonReader().read(pretty)} == {FIRST_RUN, SECOND_RUN}
+    assert {c.trace_id for c in OtlpJsonReader().read(pretty).conversations} == {FIRST_RUN, SECOND_RUN}
 
 
 def test_other_signals_in_the_same_file_are_skipped(tmp_path: Path) -> None:
     mixed = tmp_path / "all-signals.jsonl"
     logs = json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [{"body": {"stringValue": "hi"}}]}]}]})
     mixed.write_text("\n".join([logs, *lines(), "", json.dumps({"resourceMetrics": []})]) + "\n")
-    assert len(OtlpJsonReader().read(mixed)) == 2
+    read = OtlpJsonReader().read(mixed)
+    assert len(read.conversations) == 2 and read.skipped == ()
 
 
 @pytest.mark.parametrize(
@@ -86,20 +87,32 @@ def test_other_signals_in_the_same_file_are_skipped(tmp_path: Path) -> None:
         (b"", "no spans"),
         (b"\x1f\x8b not really gzip", "not a readable gzip file"),
         (b"\xff\xfe\x00", "not UTF-8"),
-        (None, "line 2: not valid JSON"),
-        (b'{"resourceSpans": []}\n{"hello": 1}\n', "line 2: not an OTLP/JSON trace request"),
+        (b'{"resourceSpans": []}\n{"hello": 1}\n', "1 line(s) skipped, the first: line 2: not an OTLP/JSON"),
         (
             b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}',
             "line 1: traceId 'zz' is not hex",
         ),
     ],
 )
-def test_bad_files_name_the_file_and_the_line(tmp_path: Path, content: bytes | None, problem: str) -> None:
+def test_bad_files_name_the_file_and_the_line(tmp_path: Path, content: bytes, problem: str) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_bytes(content if content is not None else (lines()[0] + "\n{oops\n").encode())
+    path.write_bytes(content)
     with pytest.raises(ImportFileError) as caught:
         OtlpJsonReader().read(path)
     assert problem in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_a_bad_line_is_skipped_and_named_and_the_rest_of_the_file_is_read(tmp_path: Path) -> None:
+    first, second = lines()
+    path = tmp_path / "partly-bad.jsonl"
+    path.write_text("\n".join([first, "{oops", '{"hello": 1}', second]) + "\n")
+    read = OtlpJsonReader().read(path)
+    assert {c.trace_id for c in read.conversations} == {FIRST_RUN, SECOND_RUN}
+    assert [str(error) for error in read.skipped] == [
+        f"{path}: line 2: not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 "
+        "(char 1)",
+        f"{path}: line 3: not an OTLP/JSON trace request (expected an object with resourceSpans)",
+    ]
 
 
 def test_the_runner_stores_runs_reports_bad_files_and_replaces_on_reimport(
@@ -107,9 +120,14 @@ def test_the_runner_stores_runs_reports_bad_files_and_replaces_on_reimport(
 ) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text("not json\n")
-    report = run_import([FIXTURE, bad], READERS["otlp-json"](), store, RuleAnnotator())
+    partly_bad = tmp_path / "partly-bad.jsonl"
+    partly_bad.write_text(lines()[0] + "\nnot json either\n")
+    report = run_import([FIXTURE, bad, partly_bad], READERS["otlp-json"](), store, RuleAnnotator())
     [error] = report.errors
-    assert report.stored == 2 and str(error).startswith(f"{bad}: line 1: not valid JSON: Expecting value")
+    [skipped] = report.skipped
+    assert str(error).startswith(f"{bad}: no spans: expected OTLP/JSON with resourceSpans (1 line(s) skipped")
+    assert str(skipped).startswith(f"{partly_bad}: line 2: not valid JSON: Expecting value")
+    assert report.stored == 2 + 1  # the partly bad file's good line holds one run's spans
     run_import([FIXTURE], OtlpJsonReader(), store, RuleAnnotator())
     rows = store.query(
         "SELECT TraceId, RootAgent, TurnCount FROM mast_conversations FINAL ORDER BY TraceId"

@@ -116,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
             store.close()
     for error in report.errors:
         print(f"mast-otel import: skipped {error}", file=sys.stderr)
+    for part in report.skipped:
+        print(f"mast-otel import: skipped part of {part}", file=sys.stderr)
     if not report.files:
         where = " ".join(map(str, args.paths))
         return fail("import", f"no {reader.format_name} files in {where}", EXIT_USAGE)
@@ -123,8 +125,9 @@ def run(args: argparse.Namespace) -> int:
         _print_dry_run(report)
     else:
         failed = f", {len(report.errors)} file(s) skipped" if report.errors else ""
+        failed += f", {len(report.skipped)} bad line(s) skipped" if report.skipped else ""
         print(f"imported {report.stored} run(s) from {report.files} file(s) into {args.store}{failed}")
-    return EXIT_FAILURE if report.errors else EXIT_OK
+    return EXIT_FAILURE if report.errors or report.skipped else EXIT_OK
 
 
 def _open_for_writing(target: str, database: str) -> ClickHouseStore:

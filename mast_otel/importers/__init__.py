@@ -12,6 +12,7 @@ writes them to the store in batches, continuing past bad files. One module per f
 from collections.abc import Callable, Mapping
 
 from mast_otel.importers.base import (
+    FileRead,
     ImportedRun,
     ImportFileError,
     ImportReport,
@@ -31,6 +32,7 @@ READERS: Mapping[str, Callable[[], Reader]] = {
 
 __all__ = [
     "READERS",
+    "FileRead",
     "ImportFileError",
     "ImportReport",
     "ImportedRun",

@@ -4,7 +4,9 @@ A reader turns one file into Conversations, or raises `ImportFileError` saying w
 that file. The runner expands the paths it is given (directories are walked for the reader's file
 suffixes), reads each file, annotates every run with `annotate_run` (findings and blame, exactly as
 the collector does for live traces), and writes the runs to the store in batches. A bad file costs
-only itself: its error is collected in the report and the import goes on.
+only itself: its error is collected in the report and the import goes on. A bad line or record
+inside a file costs only itself too: readers of line-oriented formats skip it, say which line and
+why (`FileRead.skipped`), and keep the rest of the file.
 
 Imported runs need a trace id. Readers derive it from the file's content (`content_trace_id`), so
 importing the same file again produces the same trace id with a newer version, which replaces the
@@ -56,9 +58,18 @@ class Reader(Protocol):
     @property
     def suffixes(self) -> tuple[str, ...]: ...  # files picked up when walking a directory: (".json",)
 
-    def read(self, path: Path) -> Sequence[Conversation]:
+    def read(self, path: Path) -> FileRead:
         """The runs in one file; raises `ImportFileError` when the file cannot be read as this format."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """What a reader got out of one file: its runs, and the parts it had to skip (each an
+    `ImportFileError` naming the file and the line or record, e.g. "line 7: not valid JSON")."""
+
+    conversations: tuple[Conversation, ...]
+    skipped: tuple[ImportFileError, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +89,8 @@ class ImportedRun:
 class ImportReport:
     files: int  # files read (well or not)
     runs: tuple[ImportedRun, ...]
-    errors: tuple[ImportFileError, ...]
+    errors: tuple[ImportFileError, ...]  # files that could not be imported at all
+    skipped: tuple[ImportFileError, ...]  # lines or records left out of files that were imported
     stored: int  # runs written to the store (0 on a dry run)
     dry_run: bool
 
@@ -161,6 +173,7 @@ def run_import(
     files = expand_paths(paths, reader.suffixes)
     imported: list[ImportedRun] = []
     errors: list[ImportFileError] = []
+    skipped: list[ImportFileError] = []
     pending: list[AnnotatedRun] = []
     stored = 0
 
@@ -174,13 +187,14 @@ def run_import(
     with _progress_bar(len(files) if progress else 0, reader.format_name, console) as advance:
         for path in files:
             try:
-                conversations = reader.read(path)
-                runs = [annotate_run(conversation, annotator) for conversation in conversations]
+                read = reader.read(path)
+                runs = [annotate_run(conversation, annotator) for conversation in read.conversations]
             except ImportFileError as exc:
                 errors.append(exc)
             except Exception as exc:  # a reader or annotator bug must not stop the other files
                 errors.append(ImportFileError(path, f"could not be processed: {type(exc).__name__}: {exc}"))
             else:
+                skipped.extend(read.skipped)
                 imported.extend(_summary(path, run) for run in runs)
                 pending.extend(runs)
                 if len(pending) >= batch_runs:
@@ -188,7 +202,12 @@ def run_import(
             advance()
         flush()
     return ImportReport(
-        files=len(files), runs=tuple(imported), errors=tuple(errors), stored=stored, dry_run=dry_run
+        files=len(files),
+        runs=tuple(imported),
+        errors=tuple(errors),
+        skipped=tuple(skipped),
+        stored=stored,
+        dry_run=dry_run,
     )
 
 

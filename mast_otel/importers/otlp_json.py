@@ -9,7 +9,7 @@ them may be gzip-compressed (`.gz`, or recognised by its magic bytes). Lines hol
 Spans are grouped by trace id across the whole file, so a trace split over several export batches
 becomes one run, and each trace is rebuilt by the same `rebuild` the collector uses. A run keeps
 its real trace id: importing the same export again replaces the runs instead of adding them twice.
-A malformed line fails its file with an error naming the line; other files still import.
+A malformed line is skipped and reported with its number; the file's other lines still import.
 """
 
 from __future__ import annotations
@@ -17,15 +17,14 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 from mast_otel.collector.decode import DecodeError, TraceDecoder
 from mast_otel.collector.receiver_http import decode_json_request
-from mast_otel.conversation.model import Conversation
 from mast_otel.conversation.rebuild import rebuild
-from mast_otel.importers.base import ImportFileError, read_bytes
+from mast_otel.importers.base import FileRead, ImportFileError, read_bytes
 from mast_otel.spans import Span
 
 FORMAT = "otlp-json"
@@ -43,24 +42,30 @@ class OtlpJsonReader:
     def __init__(self) -> None:
         self._decoder = TraceDecoder()
 
-    def read(self, path: Path) -> Sequence[Conversation]:
+    def read(self, path: Path) -> FileRead:
         spans: dict[str, Span] = {}  # by span id: a span exported twice is one span
-        for line, request in _requests(path, _text(path)):
+        skipped: list[ImportFileError] = []
+        for line, request in _requests(path, _text(path), skipped):
             try:
                 decoded = self._decoder.decode(decode_json_request(request))
             except DecodeError as exc:
-                raise ImportFileError(path, f"line {line}: {exc}") from None
+                skipped.append(ImportFileError(path, f"line {line}: {exc}"))
+                continue
             spans.update((span.span_id, span) for span in decoded.spans)
         if not spans:
-            raise ImportFileError(path, "no spans: expected OTLP/JSON with resourceSpans")
+            problem = "no spans: expected OTLP/JSON with resourceSpans"
+            if skipped:
+                problem += f" ({len(skipped)} line(s) skipped, the first: {skipped[0].problem})"
+            raise ImportFileError(path, problem)
         traces: dict[str, list[Span]] = {}
         for span in spans.values():
             traces.setdefault(span.trace_id, []).append(span)
         provenance = {"mast.import.format": FORMAT, "mast.import.file": path.name}
-        return [
+        conversations = tuple(
             replace(conversation, attributes={**conversation.attributes, **provenance})
             for conversation in (rebuild(trace) for trace in traces.values())
-        ]
+        )
+        return FileRead(conversations, tuple(skipped))
 
 
 def _text(path: Path) -> str:
@@ -76,8 +81,9 @@ def _text(path: Path) -> str:
         raise ImportFileError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
 
-def _requests(path: Path, text: str) -> Iterator[tuple[int, bytes]]:
-    """(line number, one request as OTLP/JSON bytes) for every trace request in the file."""
+def _requests(path: Path, text: str, skipped: list[ImportFileError]) -> Iterator[tuple[int, bytes]]:
+    """(line number, one request as OTLP/JSON bytes) for every trace request in the file; in JSON
+    lines, a line that is not one is appended to `skipped` and the next line is read."""
     try:
         whole = json.loads(text)
     except ValueError:
@@ -97,13 +103,16 @@ def _requests(path: Path, text: str) -> Iterator[tuple[int, bytes]]:
         if not line.strip():
             continue
         try:
-            document = json.loads(line)
+            is_traces = _is_traces(path, number, json.loads(line))
         except ValueError as exc:
-            raise ImportFileError(path, f"line {number}: not valid JSON: {exc}") from None
+            skipped.append(ImportFileError(path, f"line {number}: not valid JSON: {exc}"))
         except RecursionError:
-            raise ImportFileError(path, f"line {number}: not valid JSON: nested too deeply") from None
-        if _is_traces(path, number, document):
-            yield number, line.encode()
+            skipped.append(ImportFileError(path, f"line {number}: not valid JSON: nested too deeply"))
+        except ImportFileError as exc:
+            skipped.append(exc)
+        else:
+            if is_traces:
+                yield number, line.encode()
 
 
 def _is_traces(path: Path, line: int, document: object) -> bool:

@@ -20,12 +20,11 @@ code as arguments, failed when the exit code is not 0.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from mast_otel.conversation.model import Conversation, Outcome, ToolCall, Turn, TurnKind
-from mast_otel.importers.base import ImportFileError, content_trace_id, load_json, read_bytes
+from mast_otel.importers.base import FileRead, ImportFileError, content_trace_id, load_json, read_bytes
 
 FORMAT = "who-and-when"
 SERVICE_NAME = "who-and-when"
@@ -104,8 +103,8 @@ class WhoAndWhenReader:
     description = "Who&When failure-attribution logs (JSON: question, history, mistake_agent/step labels)"
     suffixes = (".json",)
 
-    def read(self, path: Path) -> Sequence[Conversation]:
-        return [read_log(path).conversation]
+    def read(self, path: Path) -> FileRead:
+        return FileRead((read_log(path).conversation,))
 
 
 def read_log(path: Path) -> LabelledLog:
