@@ -1,7 +1,9 @@
 """Ingest benchmark: end-to-end OTLP/gRPC -> stored (with findings) vs a bare chDB insert of the same rows.
 
 Both are measured in the same run on the same machine, so the ratio is meaningful on a shared,
-noisy box where absolute numbers are not:
+noisy box where absolute numbers are not; each is repeated (`--repeat`, fresh database each time,
+alternating) and the best repetition counts. CPU seconds per 1k spans (all threads of the process,
+the database engine's included) are reported too: they depend less on what else the box is doing.
 
 - e2e: pre-serialized OTLP export requests (a realistic GenAI span mix: about 30% of spans carry
   2-8 KB message payloads) are sent over real gRPC to an in-process collector on an embedded chDB
@@ -9,7 +11,7 @@ noisy box where absolute numbers are not:
 - bare: the same spans' `otel_traces` rows, prebuilt as an Arrow table, inserted into chDB.
 
     python bench/ingest.py --json
-    {"e2e_spans_per_s": ..., "bare_insert_rows_per_s": ..., "ratio": ...}
+    {"e2e_spans_per_s": ..., "bare_insert_rows_per_s": ..., "ratio": ..., "cpu_ms_per_1k_spans": ...}
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +40,7 @@ from mast_otel.collector.assembly import AssemblyConfig
 from mast_otel.collector.config import loopback
 from mast_otel.collector.decode import TraceDecoder
 from mast_otel.collector.pipeline import PipelineConfig
-from mast_otel.collector.service import Collector
+from mast_otel.collector.service import Collector, tune_runtime
 from mast_otel.store.clickhouse import open_store, span_columns
 from mast_otel.store.schema import TRACES
 
@@ -98,10 +101,18 @@ def generate_requests(target_spans: int, seed: int, batch: int = 512) -> tuple[l
     return requests, len(spans)
 
 
-def measure_e2e(requests: list[bytes], data_dir: Path, senders: int = 2) -> tuple[float, int, int]:
+@dataclass(frozen=True)
+class Measured:
+    seconds: float
+    cpu_seconds: float  # user + system, every thread of this process
+    stored: int
+    findings: int = 0
+
+
+def measure_e2e(requests: list[bytes], data_dir: Path, database: str, senders: int = 2) -> Measured:
     config = loopback(
         str(data_dir),
-        database="e2e",
+        database=database,
         http=False,
         admin=False,
         assembly=AssemblyConfig(grace_s=0.2, max_wait_s=30.0),
@@ -123,16 +134,16 @@ def measure_e2e(requests: list[bytes], data_dir: Path, senders: int = 2) -> tupl
                     body = pending.pop()
                 export(body, timeout=60)
 
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         with ThreadPoolExecutor(senders) as pool:
             for future in [pool.submit(send) for _ in range(senders)]:
                 future.result()
         if not collector.wait_idle(600):
             raise RuntimeError("collector did not store everything within 600 s")
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         channel.close()
         stats = collector.stats()
-    return elapsed, stats.spans_stored, stats.findings_stored
+    return Measured(elapsed, cpu, stats.spans_stored, stats.findings_stored)
 
 
 def _arrow_table(columns: list[list[Any]]) -> pa.Table:
@@ -161,20 +172,23 @@ def _arrow_table(columns: list[list[Any]]) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=list(TRACES.insert_columns))
 
 
-def measure_bare(requests: list[bytes], data_dir: Path) -> tuple[float, int]:
+def bare_table(requests: list[bytes]) -> pa.Table:
     decoder = TraceDecoder()
     spans = [span for body in requests for span in decoder.decode_bytes(body).spans]
-    table = _arrow_table(span_columns(spans))
-    store = open_store(data_dir, database="bare")
+    return _arrow_table(span_columns(spans))
+
+
+def measure_bare(table: pa.Table, data_dir: Path, database: str) -> Measured:
+    store = open_store(data_dir, database=database)
     client = store._client  # the raw clickhouse-connect client: no pipeline, no conversion
     try:
-        started = time.perf_counter()
-        client.insert_arrow(TRACES.name, table, database="bare")
-        elapsed = time.perf_counter() - started
+        started, cpu_started = time.perf_counter(), time.process_time()
+        client.insert_arrow(TRACES.name, table, database=database)
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         stored = int(store.query("SELECT count() FROM otel_traces").rows[0][0])
     finally:
         store.close()
-    return elapsed, stored
+    return Measured(elapsed, cpu, stored)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,17 +197,29 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--spans", type=int, default=30_000, help="approximate spans to send (default 30000)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions of each; the best counts")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args(argv)
 
     requests, total = generate_requests(args.spans, args.seed)
+    tune_runtime()  # as `mast-otel collector` does
     payload_bytes = sum(len(r) for r in requests)
+    table = bare_table(requests)
+    e2e: list[Measured] = []
+    bare: list[Measured] = []
     with tempfile.TemporaryDirectory(prefix="mast-bench-") as tmp:
-        e2e_s, stored, findings = measure_e2e(requests, Path(tmp))
-        bare_s, bare_rows = measure_bare(requests, Path(tmp))
-    if stored != total or bare_rows != total:
-        print(f"count mismatch: sent {total}, e2e stored {stored}, bare stored {bare_rows}", file=sys.stderr)
-        return 1
+        for repetition in range(args.repeat):
+            bare.append(measure_bare(table, Path(tmp), f"bare_{repetition}"))
+            e2e.append(measure_e2e(requests, Path(tmp), f"e2e_{repetition}"))
+    for e2e_run, bare_run in zip(e2e, bare, strict=True):
+        if e2e_run.stored != total or bare_run.stored != total:
+            print(
+                f"count mismatch: sent {total}, e2e stored {e2e_run.stored}, bare stored {bare_run.stored}",
+                file=sys.stderr,
+            )
+            return 1
+    best_e2e = min(run.seconds for run in e2e)
+    best_bare = min(run.seconds for run in bare)
     payload_spans = sum(
         1
         for body in requests
@@ -204,10 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         "spans": total,
         "payload_span_share": round(payload_spans / total, 2),
         "otlp_bytes": payload_bytes,
-        "findings": findings,
-        "e2e_spans_per_s": round(total / e2e_s),
-        "bare_insert_rows_per_s": round(total / bare_s),
-        "ratio": round((total / e2e_s) / (total / bare_s), 3),
+        "findings": e2e[0].findings,
+        "repeat": args.repeat,
+        "e2e_spans_per_s": round(total / best_e2e),
+        "bare_insert_rows_per_s": round(total / best_bare),
+        "ratio": round(best_bare / best_e2e, 3),
+        "cpu_ms_per_1k_spans": {
+            "e2e": round(min(run.cpu_seconds for run in e2e) / total * 1e6, 1),
+            "bare": round(min(run.cpu_seconds for run in bare) / total * 1e6, 1),
+        },
     }
     if args.json:
         print(json.dumps(result))

@@ -31,6 +31,15 @@ class Outage:
         self._check()
         self.store.insert_spans(spans)
 
+    def with_own_connection(self) -> Outage:
+        twin = Outage(self.store.with_own_connection())
+        twin.down = self.down  # one switch for both connections
+        return twin
+
+    def insert_otlp_requests(self, bodies: Sequence[bytes], dedup_token: str) -> None:
+        self._check()
+        self.store.insert_otlp_requests(bodies, dedup_token)
+
     def insert_runs(self, runs: Sequence[AnnotatedRun]) -> None:
         self._check()
         self.store.insert_runs(runs)

@@ -98,3 +98,28 @@ def test_invalid_config() -> None:
         SpoolConfig(segment_bytes=10)
     with pytest.raises(ValueError):
         SpoolConfig(segment_bytes=8192, max_bytes=4096)
+
+
+def test_positions_have_one_spelling_and_bytes_after_counts_what_is_left(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, SMALL)
+    positions = [spool.append(bytes([i]) * 1000) for i in range(7)]
+    assert positions[5] == Position(positions[4].segment + 1, 0)  # 5 records of 1008 bytes filled one
+    end_of_sealed = Position(positions[4].segment, 5 * (1000 + 8))
+    assert spool.normalized(end_of_sealed) == positions[5] and spool.normalized(positions[2]) == positions[2]
+    assert spool.normalized(spool.end) == spool.end  # the active segment's end stays where it is
+    assert spool.bytes_after(positions[5]) == 2 * 1008 and spool.bytes_after(spool.end) == 0
+    assert spool.bytes_after(spool.first_position()) == spool.total_bytes
+
+
+def test_a_consumer_floor_keeps_segments_until_that_consumer_moves_on(tmp_path: Path) -> None:
+    spool = Spool(tmp_path, SMALL)
+    spool.set_floor("reader", 1)
+    for i in range(12):
+        position = spool.append(bytes([i]) * 1000)
+        spool.hold(position.segment, 1)
+        spool.release(position.segment, 1)
+    assert spool.segment_count == 3  # drained, but the reader has not passed segment 1
+    spool.set_floor("reader", 3)
+    assert spool.segment_count == 1
+    spool.set_floor("reader", None)
+    assert records(spool) == [bytes([i]) * 1000 for i in range(10, 12)]

@@ -370,7 +370,8 @@ ORDER BY first_step, mode
 """
 
 # The columns Grafana's trace view wants (its trace data frame), as the plugin's own trace-ID query
-# selects them, narrowed in time by the `otel_traces_trace_id_ts` lookup.
+# selects them, narrowed in time by the `otel_traces_trace_id_ts` lookup. Each span once: a span a
+# sender exported twice while the collector was replaying its spool is stored twice.
 RUN_SPANS_TEMPLATE: Final = """
 WITH
     (SELECT min(Start) FROM otel_traces_trace_id_ts WHERE TraceId = {{var:trace_id}}) AS trace_start,
@@ -392,6 +393,7 @@ SELECT
 FROM otel_traces
 WHERE TraceId = {{var:trace_id}} AND Timestamp >= trace_start AND Timestamp <= trace_end
 ORDER BY startTime
+LIMIT 1 BY spanID
 LIMIT 10000
 """
 

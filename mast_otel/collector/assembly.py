@@ -124,6 +124,18 @@ class TraceAssembler:
                     self._reschedule(span.trace_id, pending, now)
         return AddResult(tuple(accepted), duplicates)
 
+    def seen(self, spans: Iterable[Span]) -> set[tuple[str, str]]:
+        """(trace id, span id) of those `spans` that `add` would drop as duplicates of spans added
+        before (held, or remembered after release); repeats within `spans` itself are not included."""
+        with self._lock:
+            found: set[tuple[str, str]] = set()
+            for span in spans:
+                pending = self._pending.get(span.trace_id)
+                held = pending.spans if pending is not None else self._released.get(span.trace_id, ())
+                if span.span_id in held:
+                    found.add((span.trace_id, span.span_id))
+            return found
+
     def release_due(self) -> list[CompletedTrace]:
         """Traces whose deadline has passed, oldest deadline first."""
         now = self._clock()

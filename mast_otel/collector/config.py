@@ -28,6 +28,7 @@ from mast_otel.collector.pipeline import PipelineConfig
 from mast_otel.collector.receiver_grpc import GrpcReceiverConfig
 from mast_otel.collector.receiver_http import HttpReceiverConfig
 from mast_otel.collector.security import AuthConfig, TlsConfig
+from mast_otel.collector.span_writer import SpanWriterConfig
 from mast_otel.collector.spool import SpoolConfig
 
 _STRICT: dict[str, Any] = {"extra": "forbid"}
@@ -89,6 +90,7 @@ class CollectorConfig:
     assembly: AssemblyConfig = field(default_factory=AssemblyConfig)
     pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     spool: SpoolConfig = field(default_factory=SpoolConfig)
+    raw_spans: SpanWriterConfig = field(default_factory=SpanWriterConfig)  # used when store.write_raw_spans
     telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
     judge: JudgeConfig | None = None  # the LLM judge (mast_otel.annotate.llm); off unless configured
 

