@@ -140,6 +140,45 @@ def test_one_trace_over_several_exports_out_of_order_and_duplicated(collector: C
     assert collector.stats().spans_duplicate == 3
 
 
+def test_late_spans_of_a_run_still_in_the_write_batch_join_it(chdb_dir: Path, database: str) -> None:
+    """The run is released but not yet written (the batch waits: another trace is still assembling)
+    when a late span arrives: the new version must hold every span, not only the late one."""
+    config = loopback(
+        str(chdb_dir),
+        database=database,
+        assembly=AssemblyConfig(grace_s=0.05, max_wait_s=30.0),
+        pipeline=PipelineConfig(flush_interval_s=30.0),
+    )
+    with Collector(config) as running:
+        waiting_root, *waiting_children = small_run("8a3c6e1f9b2d4c8e0f1a2b3c4d5e6f70")
+        export(running, to_request(waiting_children).SerializeToString())  # no root: assembles for 30 s
+        root, chat, tool = small_run(T)
+        export(running, to_request([root, chat, tool]).SerializeToString())
+        deadline = time.monotonic() + 10
+        while running.stats().traces_in_assembly > 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # released into the batch, which is not written: flush interval 30 s
+        assert count(running, "SELECT count() FROM mast_conversations") == 0
+        late = span(
+            T,
+            "execute_tool get_logs",
+            3_000,
+            3_100,
+            parent=root.span_id,
+            gen_ai__operation__name="execute_tool",
+            gen_ai__tool__name="get_logs",
+        )
+        export(running, to_request([late]).SerializeToString())
+        export(running, to_request([waiting_root]).SerializeToString())  # completes the other trace
+        assert running.wait_idle(15)
+        rows = running.store.query(
+            "SELECT SpanCount, ToolCallCount FROM mast_conversations FINAL WHERE TraceId = {t:String}",
+            {"t": T},
+        ).rows
+        assert [tuple(row) for row in rows] == [(4, 2)]
+        assert count(running, "SELECT count() FROM otel_traces") == 7
+
+
 def test_over_capacity_answers_retryable_resource_exhausted(chdb_dir: Path, database: str) -> None:
     with make_collector(chdb_dir, database, max_in_flight_spans=4) as running:
         root, chat, tool = small_run(T)

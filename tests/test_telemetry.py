@@ -60,6 +60,14 @@ def test_metrics_and_health(chdb_dir: Path, database: str, tmp_path: Path) -> No
         assert metrics["mast_otel_runs_stored_total"] == 1
         assert metrics["mast_otel_annotation_seconds_count"] == 1
         assert "mast_otel_spool_bytes" in metrics and "mast_otel_traces_in_assembly" in metrics
+        assert (
+            metrics["mast_otel_raw_requests_stored_total"] == 1 and metrics["mast_otel_raw_bytes_behind"] == 0
+        )
+        status, body = get(collector.admin_url + "/api/v1/stats")
+        stats = json.loads(body)
+        assert (
+            status == 200 and stats["raw_spans_requests_stored"] == 1 and stats["raw_spans_bytes_behind"] == 0
+        )
 
         assert get(collector.admin_url + "/healthz") == (200, json.dumps({"status": "ok"}))
         switch.down.set()

@@ -10,6 +10,7 @@ a diagnosis with a clipped log beats no diagnosis.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from sys import intern
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -119,7 +120,9 @@ class TraceDecoder:
         out: dict[str, AttributeValue] = {}
         for kv in pairs:  # type: ignore[attr-defined]
             assert isinstance(kv, KeyValue)
-            out[kv.key] = self._value(kv.value, 0)
+            # Interned: every span repeats the same few dozen keys, and spans in assembly are the
+            # collector's memory; one shared copy of each key instead of one per span.
+            out[intern(kv.key)] = self._value(kv.value, 0)
         return out
 
     def _value(self, value: AnyValue, depth: int) -> AttributeValue:

@@ -318,6 +318,12 @@ class Pipeline:
         if not traces:
             return
         runs = [t for t in traces if not is_outcome_only(t.spans)]
+        with self._lock:
+            unwritten = {run.conversation.trace_id for run in self._batch.runs}
+        if unwritten.intersection(t.trace_id for t in runs) and not self._write():
+            # Late spans of a run still waiting in the batch: the batch goes first, or the run
+            # would be rebuilt from the late spans alone. The store just failed: all is spooled.
+            return
         try:
             stored = self._stored_spans([t.trace_id for t in runs])
         except Exception as exc:

@@ -77,7 +77,7 @@ class Collector:
         # Its own connection: its big inserts run beside the pipeline's small calls, not between them.
         self._raw_store = store.with_own_connection() if config.store.write_raw_spans else None
         self.raw_spans = (
-            RawSpanWriter(self.spool, self._raw_store, config.raw_spans)
+            RawSpanWriter(self.spool, self._raw_store, config.raw_spans, self.metrics)
             if self._raw_store is not None
             else None
         )
@@ -105,7 +105,7 @@ class Collector:
         )
         telemetry = config.telemetry
         self._admin = (
-            AdminServer(telemetry.admin_endpoint, store, stats=lambda: asdict(self.pipeline.stats()))
+            AdminServer(telemetry.admin_endpoint, store, stats=self._stats_document)
             if telemetry.admin_endpoint
             else None
         )
@@ -135,6 +135,12 @@ class Collector:
 
         return accept
 
+    def _stats_document(self) -> dict[str, object]:
+        document: dict[str, object] = asdict(self.pipeline.stats())
+        if self.raw_spans is not None:
+            document.update({f"raw_spans_{k}": v for k, v in asdict(self.raw_spans.stats()).items()})
+        return document
+
     def _judge_runs(self, runs: Sequence[AnnotatedRun]) -> None:
         assert self.judge is not None
         for run in runs:
@@ -162,6 +168,7 @@ class Collector:
             "traces_in_assembly": stats.traces_in_assembly,
             "runs_stored_total": stats.runs_stored,
             "spooling": float(stats.mode != "live"),
+            "raw_spans_bytes_behind": self.raw_spans.stats().bytes_behind if self.raw_spans else 0.0,
         }
 
     @property

@@ -50,6 +50,18 @@ class CollectorMetrics:
         self.store_errors = Counter(
             "store_errors", "Failed store writes or probes", namespace=_NS, registry=r
         )
+        self.raw_requests_stored = Counter(
+            "raw_requests_stored",
+            "Export requests stored in otel_traces by the raw span writer",
+            namespace=_NS,
+            registry=r,
+        )
+        self.raw_bytes_behind = Gauge(
+            "raw_bytes_behind",
+            "Spool bytes the raw span writer has not stored yet",
+            namespace=_NS,
+            registry=r,
+        )
         self.spans_in_flight = Gauge(
             "spans_in_flight", "Spans accepted, not yet stored", namespace=_NS, registry=r
         )
