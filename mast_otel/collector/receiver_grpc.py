@@ -1,4 +1,4 @@
-"""Receive stage: the OTLP/gRPC TraceService (default :4317).
+"""Receive stage: the OTLP/gRPC TraceService (default :4317), and LogsService for agents that log.
 
 The handler takes the request as raw bytes and decodes it itself, so malformed protobuf gets a
 clear INVALID_ARGUMENT (gRPC's own deserializer would answer INTERNAL) and never reaches the
@@ -6,6 +6,7 @@ pipeline. Partly malformed requests are answered with OTLP partial success. When
 capacity the answer is RESOURCE_EXHAUSTED with a RetryInfo detail (UNAVAILABLE while the store is
 away and the spool full), which OTLP exporters retry with backoff, so load turns into backpressure
 rather than memory growth or loss. TLS and bearer-token auth are optional (see `security.py`).
+LogsService exports take the same path once `logs.py` has turned their Codex events into spans.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import grpc
 from google.protobuf.duration_pb2 import Duration
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceResponse,
 )
 
 from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
+from mast_otel.collector.logs import LOGS_SERVICE_NAME, LogsExporter, decode_logs_request
 from mast_otel.collector.pipeline import Overloaded
 from mast_otel.collector.security import BearerAuthenticator, TlsConfig
 
@@ -83,7 +86,18 @@ class GrpcReceiver:
                 )
             },
         )
-        self._server.add_generic_rpc_handlers((handler,))
+        self._logs = LogsExporter(accept, decoder)
+        logs_handler = grpc.method_handlers_generic_handler(
+            LOGS_SERVICE_NAME,
+            {
+                "Export": grpc.unary_unary_rpc_method_handler(
+                    self._export_logs,
+                    request_deserializer=None,
+                    response_serializer=ExportLogsServiceResponse.SerializeToString,
+                )
+            },
+        )
+        self._server.add_generic_rpc_handlers((handler, logs_handler))
         if tls is not None and tls.enabled:
             self.port: int = self._server.add_secure_port(config.endpoint, tls.grpc_credentials())
         else:
@@ -115,6 +129,17 @@ class GrpcReceiver:
                     rejected_spans=decoded.rejected, error_message="; ".join(decoded.reasons)
                 )
             )
+        return response
+
+    def _export_logs(self, body: bytes, context: grpc.ServicerContext) -> ExportLogsServiceResponse:
+        try:
+            request = decode_logs_request(body)
+        except DecodeError as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        try:
+            response = self._logs.export(request)
+        except Overloaded as exc:
+            context.abort_with_status(_retryable(exc))
         return response
 
 

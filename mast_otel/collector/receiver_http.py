@@ -1,4 +1,5 @@
-"""Receive stage: OTLP/HTTP (default :4318), `POST /v1/traces` with protobuf or JSON bodies, gzip or not.
+"""Receive stage: OTLP/HTTP (default :4318), `POST /v1/traces` (and `/v1/logs`, for agents that log:
+see `logs.py`) with protobuf or JSON bodies, gzip or not.
 
 Answers follow the OTLP/HTTP specification: the response body is an ExportTraceServiceResponse in the
 request's encoding (with partial success when spans were rejected); a malformed body is 400 with the
@@ -17,9 +18,14 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from google.protobuf import json_format
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTracePartialSuccess,
     ExportTraceServiceRequest,
@@ -27,6 +33,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
+from mast_otel.collector.logs import LOGS_PATH, LogsExporter, decode_logs_request
 from mast_otel.collector.pipeline import Overloaded
 from mast_otel.collector.security import BearerAuthenticator, TlsConfig
 
@@ -52,6 +59,7 @@ class HttpReceiverConfig:
 
 
 Accept = Callable[[bytes, DecodedTraces], None]  # the pipeline's entry: record bytes + decoded spans
+_Request = TypeVar("_Request", bound=Message)
 
 
 class BodyError(ValueError):
@@ -62,19 +70,24 @@ class BodyError(ValueError):
 
 def decode_json_request(body: bytes) -> ExportTraceServiceRequest:
     """OTLP/JSON -> protobuf. OTLP's JSON differs from protobuf's JSON mapping: ids are hex, not base64."""
+    return parse_otlp_json(body, ExportTraceServiceRequest(), "resourceSpans")
+
+
+def parse_otlp_json(body: bytes, into: _Request, top_level: str) -> _Request:
+    """An OTLP/JSON request of any signal into the protobuf message `into` (`top_level` names the
+    signal's list, for the error message); `DecodeError` when it is not one."""
     try:
         tree = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise DecodeError(f"not JSON: {exc}") from exc
     if not isinstance(tree, dict):
-        raise DecodeError("an OTLP/JSON body must be an object with resourceSpans")
+        raise DecodeError(f"an OTLP/JSON body must be an object with {top_level}")
     _hex_ids_to_base64(tree)
-    request = ExportTraceServiceRequest()
     try:
-        json_format.ParseDict(tree, request, ignore_unknown_fields=True)
+        json_format.ParseDict(tree, into, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError) as exc:
-        raise DecodeError(f"not an OTLP/JSON ExportTraceServiceRequest: {exc}") from exc
-    return request
+        raise DecodeError(f"not an OTLP/JSON {type(into).__name__}: {exc}") from exc
+    return into
 
 
 def _hex_ids_to_base64(node: Any) -> None:
@@ -146,6 +159,8 @@ def _handler(
     decoder: TraceDecoder,
     authenticator: BearerAuthenticator | None,
 ) -> type[BaseHTTPRequestHandler]:
+    logs = LogsExporter(accept, decoder)
+
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse connections
         server_version = "mast-otel"
@@ -154,8 +169,11 @@ def _handler(
             log.debug("otlp-http: " + format, *args)
 
         def do_POST(self) -> None:
-            if self.path.split("?")[0] != TRACES_PATH:
-                self._plain(404, f"no such endpoint {self.path}; OTLP traces go to {TRACES_PATH}")
+            path = self.path.split("?")[0]
+            if path not in (TRACES_PATH, LOGS_PATH):
+                self._plain(
+                    404, f"no such endpoint {self.path}; OTLP traces go to {TRACES_PATH}, logs to {LOGS_PATH}"
+                )
                 return
             if authenticator is not None and not authenticator.accepts(self.headers.get("Authorization")):
                 self._plain(401, "missing or invalid bearer token", {"WWW-Authenticate": "Bearer"})
@@ -164,16 +182,11 @@ def _handler(
             as_json = content_type == _JSON
             try:
                 body = self._body()
-                if as_json:
-                    request = decode_json_request(body)
-                    decoded, record = decoder.decode(request), request.SerializeToString()
-                elif content_type == _PROTOBUF:
-                    decoded, record = decoder.decode_bytes(body), body
-                else:
+                if not as_json and content_type != _PROTOBUF:
                     raise BodyError(
                         415, f"unsupported Content-Type {content_type!r}; send {_PROTOBUF} or {_JSON}"
                     )
-                accept(record, decoded)
+                response = self._traces(body, as_json) if path == TRACES_PATH else self._logs(body, as_json)
             except BodyError as exc:
                 self._plain(exc.status, str(exc))
                 return
@@ -184,6 +197,19 @@ def _handler(
                 status = 503 if exc.store_unavailable else 429
                 self._plain(status, str(exc), {"Retry-After": str(max(1, round(exc.retry_after_s)))})
                 return
+            if as_json:
+                payload = json.dumps(json_format.MessageToDict(response)).encode()
+                self._send(200, payload, _JSON)
+            else:
+                self._send(200, response.SerializeToString(), _PROTOBUF)
+
+        def _traces(self, body: bytes, as_json: bool) -> ExportTraceServiceResponse:
+            if as_json:
+                request = decode_json_request(body)
+                decoded, record = decoder.decode(request), request.SerializeToString()
+            else:
+                decoded, record = decoder.decode_bytes(body), body
+            accept(record, decoded)
             response = ExportTraceServiceResponse()
             if decoded.rejected:
                 response.partial_success.CopyFrom(
@@ -191,11 +217,14 @@ def _handler(
                         rejected_spans=decoded.rejected, error_message="; ".join(decoded.reasons)
                     )
                 )
+            return response
+
+        def _logs(self, body: bytes, as_json: bool) -> ExportLogsServiceResponse:
             if as_json:
-                payload = json.dumps(json_format.MessageToDict(response)).encode()
-                self._send(200, payload, _JSON)
+                request = parse_otlp_json(body, ExportLogsServiceRequest(), "resourceLogs")
             else:
-                self._send(200, response.SerializeToString(), _PROTOBUF)
+                request = decode_logs_request(body)
+            return logs.export(request)
 
         def _body(self) -> bytes:
             length_header = self.headers.get("Content-Length")
@@ -230,4 +259,13 @@ def _handler(
     return Handler
 
 
-__all__ = ["TRACES_PATH", "BodyError", "HttpReceiver", "HttpReceiverConfig", "decode_json_request", "inflate"]
+__all__ = [
+    "LOGS_PATH",
+    "TRACES_PATH",
+    "BodyError",
+    "HttpReceiver",
+    "HttpReceiverConfig",
+    "decode_json_request",
+    "inflate",
+    "parse_otlp_json",
+]

@@ -7,6 +7,7 @@ writes them to the store in batches, continuing past bad files. One module per f
 
 - `who_and_when.py`: the Who&When failure-attribution benchmark's JSON logs, with their labels.
 - `otlp_json.py`: OTLP/JSON trace exports (file exporter output), rebuilt like live traces.
+- `codex.py`: Codex CLI session rollouts (`rollout-*.jsonl`).
 """
 
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from mast_otel.importers.base import (
     expand_paths,
     run_import,
 )
+from mast_otel.importers.codex import CodexRolloutReader
 from mast_otel.importers.otlp_json import OtlpJsonReader
 from mast_otel.importers.who_and_when import WhoAndWhenReader
 
@@ -28,6 +30,7 @@ from mast_otel.importers.who_and_when import WhoAndWhenReader
 READERS: Mapping[str, Callable[[], Reader]] = {
     WhoAndWhenReader.format_name: WhoAndWhenReader,
     OtlpJsonReader.format_name: OtlpJsonReader,
+    CodexRolloutReader.format_name: CodexRolloutReader,
 }
 
 __all__ = [

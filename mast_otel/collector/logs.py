@@ -1,0 +1,237 @@
+"""Receive stage for OTLP logs: agents that report as log events (Codex CLI) become trace requests.
+
+Codex CLI exports OTLP *logs*, not spans, when its `[otel]` config names an exporter. Both
+receivers take `LogsService/Export` (gRPC) and `POST /v1/logs` (HTTP) and hand the request here:
+the Codex events in it (`event.name` `codex.*`) are mapped by `mast_otel.conversation.codex` to the
+spans our SDK emits for the same run, and those spans are encoded as an ExportTraceServiceRequest
+that enters the pipeline exactly like an export from a traced agent: spooled as trace-request bytes
+(replays decode them with `TraceDecoder`), assembled, rebuilt, annotated and stored. Backpressure is
+the pipeline's: `Overloaded` propagates to the receiver, which answers with OTLP's retryable codes.
+
+A Codex session's events arrive over many exports and no span ever ends the session, so each
+export names the session's root span (same id every time) and carries its events as spans whose
+ids are derived from the log records: assembly releases the session a grace period after an
+export, later exports re-annotate the same run, and a retried export duplicates nothing.
+
+Answers follow OTLP's partial success: Codex events that name no conversation are rejected
+(`rejected_log_records`); records that are not Codex events are accepted and ignored, which the
+answer says in `error_message` with `rejected_log_records` 0, the form OTLP gives warnings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError as _ProtoDecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
+from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
+
+from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
+from mast_otel.conversation.codex import ATTR_EVENT_NAME, SCOPE_NAME, LogEvent, is_codex_event, log_spans
+from mast_otel.spans import AttributeValue, Resource, Span, SpanKind, StatusCode
+
+log = logging.getLogger(__name__)
+
+LOGS_SERVICE_NAME = "opentelemetry.proto.collector.logs.v1.LogsService"
+LOGS_PATH = "/v1/logs"
+
+Accept = Callable[[bytes, DecodedTraces], None]  # the pipeline's entry: trace-request bytes + decoded spans
+
+_MAX_NESTING = 8
+_KINDS = {
+    SpanKind.UNSPECIFIED: PbSpan.SPAN_KIND_UNSPECIFIED,
+    SpanKind.INTERNAL: PbSpan.SPAN_KIND_INTERNAL,
+    SpanKind.SERVER: PbSpan.SPAN_KIND_SERVER,
+    SpanKind.CLIENT: PbSpan.SPAN_KIND_CLIENT,
+    SpanKind.PRODUCER: PbSpan.SPAN_KIND_PRODUCER,
+    SpanKind.CONSUMER: PbSpan.SPAN_KIND_CONSUMER,
+}
+_STATUSES = {
+    StatusCode.UNSET: PbStatus.STATUS_CODE_UNSET,
+    StatusCode.OK: PbStatus.STATUS_CODE_OK,
+    StatusCode.ERROR: PbStatus.STATUS_CODE_ERROR,
+}
+
+
+def decode_logs_request(body: bytes) -> ExportLogsServiceRequest:
+    """Protobuf bytes -> ExportLogsServiceRequest; `DecodeError` when they are not one."""
+    request = ExportLogsServiceRequest()
+    try:
+        request.ParseFromString(body)
+    except (_ProtoDecodeError, RuntimeError, ValueError) as exc:
+        raise DecodeError(f"not an OTLP ExportLogsServiceRequest: {exc}") from exc
+    return request
+
+
+@dataclass(frozen=True, slots=True)
+class TranslatedLogs:
+    """One logs export, as the traces it describes."""
+
+    trace_request: ExportTraceServiceRequest  # the spans of the Codex events (empty when none)
+    spans: int
+    ignored: int  # log records that are not Codex events
+    rejected: int  # Codex events that name no conversation
+
+    def response(self) -> ExportLogsServiceResponse:
+        problems = []
+        if self.rejected:
+            problems.append(f"{self.rejected} Codex log record(s) without conversation.id rejected")
+        if self.ignored:
+            problems.append(
+                f"{self.ignored} log record(s) ignored: not Codex events (event.name codex.*), "
+                "the only logs this collector reads"
+            )
+        response = ExportLogsServiceResponse()
+        if problems:
+            response.partial_success.CopyFrom(
+                ExportLogsPartialSuccess(
+                    rejected_log_records=self.rejected, error_message="; ".join(problems)
+                )
+            )
+        return response
+
+
+def translate(request: ExportLogsServiceRequest) -> TranslatedLogs:
+    """The spans for the Codex events in `request`, as an ExportTraceServiceRequest."""
+    events: list[LogEvent] = []
+    ignored = 0
+    for record, resource in _records(request):
+        name = _event_name(record)
+        if not is_codex_event(name):
+            ignored += 1
+            continue
+        events.append(
+            LogEvent(
+                name=name,
+                time_ns=record.time_unix_nano or record.observed_time_unix_nano,
+                attributes=_attributes(record.attributes),
+                resource=resource,
+                key=record.SerializeToString(deterministic=True),
+            )
+        )
+    mapped = log_spans(events)
+    return TranslatedLogs(spans_request(mapped.spans), len(mapped.spans), ignored, mapped.unusable)
+
+
+class LogsExporter:
+    """What both receivers do with a logs export: translate it, and accept the spans like a trace export."""
+
+    def __init__(self, accept: Accept, decoder: TraceDecoder) -> None:
+        self._accept = accept
+        self._decoder = decoder
+
+    def export(self, request: ExportLogsServiceRequest) -> ExportLogsServiceResponse:
+        """Raises `Overloaded` (from the pipeline) when the collector is at capacity."""
+        translated = translate(request)
+        if translated.spans:
+            body = translated.trace_request.SerializeToString()
+            decoded = self._decoder.decode_bytes(body)
+            if decoded.rejected:  # our own spans: a bug here, not the sender's fault
+                log.warning(
+                    "%d spans made from Codex logs were invalid: %s", decoded.rejected, decoded.reasons
+                )
+            self._accept(body, decoded)
+        return translated.response()
+
+
+def spans_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
+    """Typed spans -> an ExportTraceServiceRequest, one ResourceSpans per distinct resource."""
+    request = ExportTraceServiceRequest()
+    groups: dict[int, tuple[Resource, list[Span]]] = {}
+    for span in spans:
+        groups.setdefault(id(span.resource), (span.resource, []))[1].append(span)
+    for resource, members in groups.values():
+        scope_spans = ScopeSpans()
+        scope_spans.scope.name = members[0].scope_name or SCOPE_NAME
+        scope_spans.spans.extend(_pb_span(span) for span in members)
+        request.resource_spans.append(
+            ResourceSpans(
+                resource=PbResource(attributes=_key_values(resource.attributes)), scope_spans=[scope_spans]
+            )
+        )
+    return request
+
+
+def _records(request: ExportLogsServiceRequest) -> Iterator[tuple[LogRecord, Resource]]:
+    for resource_logs in request.resource_logs:
+        resource = Resource(_attributes(resource_logs.resource.attributes))
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                yield record, resource
+
+
+def _event_name(record: LogRecord) -> str:
+    # Codex (0.171) names its events in the `event.name` attribute; the LogRecord field it fills
+    # with a Rust source location. Senders following the current spec use the field.
+    for kv in record.attributes:
+        if kv.key == ATTR_EVENT_NAME and kv.value.WhichOneof("value") == "string_value":
+            return str(kv.value.string_value)
+    return str(record.event_name)
+
+
+def _attributes(pairs: Iterable[KeyValue]) -> dict[str, AttributeValue]:
+    return {kv.key: _value(kv.value, 0) for kv in pairs}
+
+
+def _value(value: AnyValue, depth: int) -> AttributeValue:
+    which = value.WhichOneof("value")
+    if which in ("string_value", "int_value", "double_value", "bool_value", "bytes_value"):
+        scalar: AttributeValue = getattr(value, which)
+        return scalar
+    if depth >= _MAX_NESTING:
+        return str(value)
+    if which == "array_value":
+        return tuple(_value(item, depth + 1) for item in value.array_value.values)
+    if which == "kvlist_value":
+        return {kv.key: _value(kv.value, depth + 1) for kv in value.kvlist_value.values}
+    return None
+
+
+def _pb_span(span: Span) -> PbSpan:
+    pb = PbSpan(
+        trace_id=bytes.fromhex(span.trace_id),
+        span_id=bytes.fromhex(span.span_id),
+        name=span.name,
+        kind=_KINDS[span.kind],
+        start_time_unix_nano=span.start_ns,
+        end_time_unix_nano=span.end_ns,
+        attributes=_key_values(span.attributes),
+        status=PbStatus(code=_STATUSES[span.status], message=span.status_message),
+    )
+    if span.parent_span_id:
+        pb.parent_span_id = bytes.fromhex(span.parent_span_id)
+    return pb
+
+
+def _key_values(attributes: Mapping[str, AttributeValue]) -> list[KeyValue]:
+    return [KeyValue(key=key, value=_any_value(value)) for key, value in attributes.items()]
+
+
+def _any_value(value: AttributeValue) -> AnyValue:
+    if isinstance(value, str):
+        return AnyValue(string_value=value)
+    if isinstance(value, bool):
+        return AnyValue(bool_value=value)
+    if isinstance(value, int):
+        return AnyValue(int_value=value)
+    if isinstance(value, float):
+        return AnyValue(double_value=value)
+    if isinstance(value, bytes):
+        return AnyValue(bytes_value=value)
+    if isinstance(value, tuple):
+        return AnyValue(array_value=ArrayValue(values=[_any_value(item) for item in value]))
+    if isinstance(value, dict):
+        return AnyValue(kvlist_value=KeyValueList(values=_key_values(value)))
+    return AnyValue()
