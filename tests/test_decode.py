@@ -123,3 +123,54 @@ def test_fuzz_decoder_never_crashes(body: bytes) -> None:
         return
     for s in decoded.spans:
         assert len(s.trace_id) == 32 and len(s.span_id) == 16
+
+
+def test_encode_is_the_inverse_of_decode() -> None:
+    from mast_otel.collector.encode import encode_spans
+    from mast_otel.spans import Resource, Span, SpanEvent, SpanKind, SpanLink
+
+    agent, tools = Resource({"service.name": "agent", "k8s.pod": "p-1"}), Resource({"service.name": "tools"})
+    spans = [
+        Span(
+            trace_id=TRACE,
+            span_id="00000000000000a1",
+            name="invoke_agent triage",
+            start_ns=100,
+            end_ns=900,
+            kind=SpanKind.SERVER,
+            status=StatusCode.ERROR,
+            status_message="boom",
+            attributes={
+                "s": "text",
+                "i": -3,
+                "f": 0.25,
+                "b": True,
+                "raw": b"\x00\xff",
+                "arr": ("a", 1),
+                "map": {"nested": ("x",)},
+            },
+            events=(SpanEvent("gen_ai.choice", 500, {"index": 0}),),
+            links=(SpanLink("0" * 31 + "1", "00000000000000b2", "v=1", {"why": "retry"}),),
+            resource=agent,
+            scope_name="mast_otel",
+            scope_version="1.0",
+            trace_state="k=v",
+        ),
+        Span(
+            TRACE, "00000000000000a2", "chat m", 200, 300, parent_span_id="00000000000000a1", resource=agent
+        ),
+        Span(
+            TRACE,
+            "00000000000000a3",
+            "execute_tool ls",
+            400,
+            450,
+            parent_span_id="00000000000000a1",
+            kind=SpanKind.CLIENT,
+            resource=tools,
+            scope_name="tools",
+        ),
+    ]
+    decoded = TraceDecoder().decode_bytes(encode_spans(spans).SerializeToString())
+    assert decoded.rejected == 0
+    assert sorted(decoded.spans, key=lambda s: s.span_id) == spans

@@ -9,6 +9,7 @@ a diagnosis with a clipped log beats no diagnosis.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from sys import intern
 
@@ -71,7 +72,7 @@ class TraceDecoder:
         rejected = 0
         reasons: set[str] = set()
         for resource_spans in request.resource_spans:
-            resource = Resource(self._attributes(resource_spans.resource.attributes))
+            resource = Resource(self.attributes(resource_spans.resource.attributes))
             for scope_spans in resource_spans.scope_spans:
                 scope = scope_spans.scope
                 for pb in scope_spans.spans:
@@ -97,16 +98,16 @@ class TraceDecoder:
             kind=_KINDS.get(pb.kind, SpanKind.UNSPECIFIED),
             status=_STATUSES.get(pb.status.code, StatusCode.UNSET),
             status_message=self._text(pb.status.message),
-            attributes=self._attributes(pb.attributes),
+            attributes=self.attributes(pb.attributes),
             events=tuple(
-                SpanEvent(e.name, e.time_unix_nano, self._attributes(e.attributes)) for e in pb.events
+                SpanEvent(e.name, e.time_unix_nano, self.attributes(e.attributes)) for e in pb.events
             ),
             links=tuple(
                 SpanLink(
                     link.trace_id.hex(),
                     link.span_id.hex(),
                     link.trace_state,
-                    self._attributes(link.attributes),
+                    self.attributes(link.attributes),
                 )
                 for link in pb.links
             ),
@@ -116,10 +117,11 @@ class TraceDecoder:
             trace_state=pb.trace_state,
         )
 
-    def _attributes(self, pairs: object) -> dict[str, AttributeValue]:
+    def attributes(self, pairs: Iterable[KeyValue]) -> dict[str, AttributeValue]:
+        """OTLP key-value pairs (of a span, resource, event, log record...) as typed attributes,
+        long strings truncated, deep nesting flattened to text."""
         out: dict[str, AttributeValue] = {}
-        for kv in pairs:  # type: ignore[attr-defined]
-            assert isinstance(kv, KeyValue)
+        for kv in pairs:
             # Interned: every span repeats the same few dozen keys, and spans in assembly are the
             # collector's memory; one shared copy of each key instead of one per span.
             out[intern(kv.key)] = self._value(kv.value, 0)

@@ -21,7 +21,7 @@ answer says in `error_message` with `rejected_log_records` 0, the form OTLP give
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from google.protobuf.message import DecodeError as _ProtoDecodeError
@@ -31,16 +31,12 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
-from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PbResource
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
-from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
-from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 
 from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
-from mast_otel.conversation.codex import ATTR_EVENT_NAME, SCOPE_NAME, LogEvent, is_codex_event, log_spans
-from mast_otel.spans import AttributeValue, Resource, Span, SpanKind, StatusCode
+from mast_otel.collector.encode import encode_spans
+from mast_otel.conversation.codex import ATTR_EVENT_NAME, LogEvent, is_codex_event, log_spans
+from mast_otel.spans import Resource
 
 log = logging.getLogger(__name__)
 
@@ -49,20 +45,8 @@ LOGS_PATH = "/v1/logs"
 
 Accept = Callable[[bytes, DecodedTraces], None]  # the pipeline's entry: trace-request bytes + decoded spans
 
-_MAX_NESTING = 8
-_KINDS = {
-    SpanKind.UNSPECIFIED: PbSpan.SPAN_KIND_UNSPECIFIED,
-    SpanKind.INTERNAL: PbSpan.SPAN_KIND_INTERNAL,
-    SpanKind.SERVER: PbSpan.SPAN_KIND_SERVER,
-    SpanKind.CLIENT: PbSpan.SPAN_KIND_CLIENT,
-    SpanKind.PRODUCER: PbSpan.SPAN_KIND_PRODUCER,
-    SpanKind.CONSUMER: PbSpan.SPAN_KIND_CONSUMER,
-}
-_STATUSES = {
-    StatusCode.UNSET: PbStatus.STATUS_CODE_UNSET,
-    StatusCode.OK: PbStatus.STATUS_CODE_OK,
-    StatusCode.ERROR: PbStatus.STATUS_CODE_ERROR,
-}
+# Attribute decoding shared with the trace path (same truncation); it keeps no state.
+_DECODER = TraceDecoder()
 
 
 def decode_logs_request(body: bytes) -> ExportLogsServiceRequest:
@@ -116,13 +100,13 @@ def translate(request: ExportLogsServiceRequest) -> TranslatedLogs:
             LogEvent(
                 name=name,
                 time_ns=record.time_unix_nano or record.observed_time_unix_nano,
-                attributes=_attributes(record.attributes),
+                attributes=_DECODER.attributes(record.attributes),
                 resource=resource,
                 key=record.SerializeToString(deterministic=True),
             )
         )
     mapped = log_spans(events)
-    return TranslatedLogs(spans_request(mapped.spans), len(mapped.spans), ignored, mapped.unusable)
+    return TranslatedLogs(encode_spans(mapped.spans), len(mapped.spans), ignored, mapped.unusable)
 
 
 class LogsExporter:
@@ -146,27 +130,9 @@ class LogsExporter:
         return translated.response()
 
 
-def spans_request(spans: Iterable[Span]) -> ExportTraceServiceRequest:
-    """Typed spans -> an ExportTraceServiceRequest, one ResourceSpans per distinct resource."""
-    request = ExportTraceServiceRequest()
-    groups: dict[int, tuple[Resource, list[Span]]] = {}
-    for span in spans:
-        groups.setdefault(id(span.resource), (span.resource, []))[1].append(span)
-    for resource, members in groups.values():
-        scope_spans = ScopeSpans()
-        scope_spans.scope.name = members[0].scope_name or SCOPE_NAME
-        scope_spans.spans.extend(_pb_span(span) for span in members)
-        request.resource_spans.append(
-            ResourceSpans(
-                resource=PbResource(attributes=_key_values(resource.attributes)), scope_spans=[scope_spans]
-            )
-        )
-    return request
-
-
 def _records(request: ExportLogsServiceRequest) -> Iterator[tuple[LogRecord, Resource]]:
     for resource_logs in request.resource_logs:
-        resource = Resource(_attributes(resource_logs.resource.attributes))
+        resource = Resource(_DECODER.attributes(resource_logs.resource.attributes))
         for scope_logs in resource_logs.scope_logs:
             for record in scope_logs.log_records:
                 yield record, resource
@@ -179,59 +145,3 @@ def _event_name(record: LogRecord) -> str:
         if kv.key == ATTR_EVENT_NAME and kv.value.WhichOneof("value") == "string_value":
             return str(kv.value.string_value)
     return str(record.event_name)
-
-
-def _attributes(pairs: Iterable[KeyValue]) -> dict[str, AttributeValue]:
-    return {kv.key: _value(kv.value, 0) for kv in pairs}
-
-
-def _value(value: AnyValue, depth: int) -> AttributeValue:
-    which = value.WhichOneof("value")
-    if which in ("string_value", "int_value", "double_value", "bool_value", "bytes_value"):
-        scalar: AttributeValue = getattr(value, which)
-        return scalar
-    if depth >= _MAX_NESTING:
-        return str(value)
-    if which == "array_value":
-        return tuple(_value(item, depth + 1) for item in value.array_value.values)
-    if which == "kvlist_value":
-        return {kv.key: _value(kv.value, depth + 1) for kv in value.kvlist_value.values}
-    return None
-
-
-def _pb_span(span: Span) -> PbSpan:
-    pb = PbSpan(
-        trace_id=bytes.fromhex(span.trace_id),
-        span_id=bytes.fromhex(span.span_id),
-        name=span.name,
-        kind=_KINDS[span.kind],
-        start_time_unix_nano=span.start_ns,
-        end_time_unix_nano=span.end_ns,
-        attributes=_key_values(span.attributes),
-        status=PbStatus(code=_STATUSES[span.status], message=span.status_message),
-    )
-    if span.parent_span_id:
-        pb.parent_span_id = bytes.fromhex(span.parent_span_id)
-    return pb
-
-
-def _key_values(attributes: Mapping[str, AttributeValue]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=_any_value(value)) for key, value in attributes.items()]
-
-
-def _any_value(value: AttributeValue) -> AnyValue:
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, tuple):
-        return AnyValue(array_value=ArrayValue(values=[_any_value(item) for item in value]))
-    if isinstance(value, dict):
-        return AnyValue(kvlist_value=KeyValueList(values=_key_values(value)))
-    return AnyValue()
