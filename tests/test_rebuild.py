@@ -294,3 +294,35 @@ def test_named_participant_in_input_history_is_attributed_to_them() -> None:
         "remediator",
         "Restarted; pods healthy.",
     )
+
+
+def test_a_human_saying_the_same_thing_twice_is_two_turns_and_replayed_history_is_none() -> None:
+    root = span(
+        T, "invoke_agent a", 1, 90, **agent_attrs("a"), gen_ai__input__messages=messages(("user", "fix it"))
+    )
+
+    def call(start: int, history: list[tuple[str, str]], answer: str) -> object:
+        return span(
+            T,
+            "chat m",
+            start,
+            start + 5,
+            parent=root.span_id,
+            gen_ai__operation__name="chat",
+            gen_ai__agent__name="a",
+            gen_ai__input__messages=messages(*history),
+            gen_ai__output__messages=output(answer),
+        )
+
+    first = [("user", "fix it")]
+    second = [*first, ("assistant", "OK"), ("user", "continue")]
+    third = [*second, ("assistant", "OK"), ("user", "continue")]
+    spans = [root, call(10, first, "OK"), call(20, second, "OK"), call(30, third, "done")]
+    assert [(t.kind, t.content) for t in rebuild(spans).turns] == [
+        (TurnKind.USER, "fix it"),
+        (TurnKind.AGENT_MESSAGE, "OK"),
+        (TurnKind.USER, "continue"),
+        (TurnKind.AGENT_MESSAGE, "OK"),
+        (TurnKind.USER, "continue"),
+        (TurnKind.AGENT_MESSAGE, "done"),
+    ]

@@ -13,6 +13,7 @@ at is the turn's position in that order.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -114,7 +115,9 @@ class _Turns:
 
 @dataclass
 class _AgentMemory:
-    seen: set[str] = field(default_factory=set)
+    # Messages this agent has seen, by content: how many copies of each at most one context held
+    # (a human who says "continue" twice put two copies in the history, and both are turns).
+    seen: Counter[str] = field(default_factory=Counter)
     system_seen: bool = False
 
 
@@ -193,8 +196,9 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
                 memory.system_seen = True
                 add(view, _AT_START, TurnKind.SYSTEM, agent="system", content=view.system_instructions)
             context_size = len(view.input_messages)
+            copies: Counter[str] = Counter()  # of each human message in this context so far
             for message in view.input_messages:
-                _input_turns(view, message, memory, executed_call_ids, turns)
+                _input_turns(view, message, memory, executed_call_ids, turns, copies)
             finish = view.finish_reasons[0] if view.finish_reasons else ""
             for message in view.output_messages:
                 for part in message.parts:
@@ -281,7 +285,12 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
 
 
 def _input_turns(
-    view: SpanView, message: Message, memory: _AgentMemory, executed_call_ids: set[str], turns: _Turns
+    view: SpanView,
+    message: Message,
+    memory: _AgentMemory,
+    executed_call_ids: set[str],
+    turns: _Turns,
+    copies: Counter[str],
 ) -> None:
     """Turns for input messages the agent has not seen: a human's follow-up, a tool result without a span."""
     add = turns.add
@@ -296,7 +305,13 @@ def _input_turns(
                 content=_render_call("", ""),
                 tool=ToolCall(name="", call_id=part.id, result=part.content),
             )
-        elif part.type == sc.PART_TEXT and part.content and _remember(memory, message.role, part.content):
+        elif (
+            part.type == sc.PART_TEXT
+            and part.content
+            and _remember(
+                memory, message.role, part.content, _copy_number(copies, message.role, part.content)
+            )
+        ):
             if message.name and message.role in {"user", "human", "assistant"}:
                 # Group-chat convention: another participant speaking into this agent's context.
                 add(view, _AT_START, TurnKind.AGENT_MESSAGE, agent=message.name, content=part.content)
@@ -310,15 +325,28 @@ def _input_turns(
                 add(view, _AT_START, TurnKind.AGENT_MESSAGE, agent=message.role, content=part.content)
 
 
-def _remember(memory: _AgentMemory, role: str, text: str) -> bool:
-    """Record a message as seen by this agent; False when it already was."""
-    key = hashlib.blake2b(f"{role}\x00{text}".encode("utf-8", "replace"), digest_size=12).hexdigest()
-    if role in {"assistant", "model"}:
-        key = "assistant:" + key
-    if key in memory.seen:
+def _remember(memory: _AgentMemory, role: str, text: str, copy: int = 1) -> bool:
+    """Record the `copy`-th copy of a message as seen by this agent; False when it already was."""
+    key = _message_key(role, text)
+    if memory.seen[key] >= copy:
         return False
-    memory.seen.add(key)
+    memory.seen[key] = copy
     return True
+
+
+def _copy_number(copies: Counter[str], role: str, text: str) -> int:
+    """Which copy of this message within one context this is; 1 for anything but a human's words:
+    a model saying the same thing twice is one thing said, replayed in every later context."""
+    if role not in {"user", "human"}:
+        return 1
+    key = _message_key(role, text)
+    copies[key] += 1
+    return copies[key]
+
+
+def _message_key(role: str, text: str) -> str:
+    key = hashlib.blake2b(f"{role}\x00{text}".encode("utf-8", "replace"), digest_size=12).hexdigest()
+    return "assistant:" + key if role in {"assistant", "model"} else key
 
 
 def _input_kind(role: str) -> TurnKind:
