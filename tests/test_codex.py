@@ -497,6 +497,10 @@ def test_logs_that_are_not_codex_events_are_ignored_and_said_so(collector: Colle
     assert response.partial_success.rejected_log_records == 1
     assert "2 log record(s) ignored" in response.partial_success.error_message
     assert "without conversation.id" in response.partial_success.error_message
+    registry = collector.metrics.registry
+    for reason, records_skipped in (("ignored", 2), ("rejected", 1)):
+        sample = registry.get_sample_value("mast_otel_log_records_skipped_total", {"reason": reason})
+        assert sample == records_skipped
     assert collector.wait_idle(20)
     stored = read_stored(collector.store, session_trace_id(conversation))
     assert stored.turns == [Step("user", "user", "What is running?")]

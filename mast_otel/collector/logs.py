@@ -35,6 +35,7 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
 from mast_otel.collector.encode import encode_spans
+from mast_otel.collector.telemetry import CollectorMetrics
 from mast_otel.conversation.codex import ATTR_EVENT_NAME, LogEvent, is_codex_event, log_spans
 from mast_otel.spans import Resource
 
@@ -112,13 +113,20 @@ def translate(request: ExportLogsServiceRequest) -> TranslatedLogs:
 class LogsExporter:
     """What both receivers do with a logs export: translate it, and accept the spans like a trace export."""
 
-    def __init__(self, accept: Accept, decoder: TraceDecoder) -> None:
+    def __init__(
+        self, accept: Accept, decoder: TraceDecoder, metrics: CollectorMetrics | None = None
+    ) -> None:
         self._accept = accept
         self._decoder = decoder
+        self._metrics = metrics or CollectorMetrics()
 
     def export(self, request: ExportLogsServiceRequest) -> ExportLogsServiceResponse:
         """Raises `Overloaded` (from the pipeline) when the collector is at capacity."""
         translated = translate(request)
+        if translated.ignored:
+            self._metrics.log_records_skipped.labels("ignored").inc(translated.ignored)
+        if translated.rejected:
+            self._metrics.log_records_skipped.labels("rejected").inc(translated.rejected)
         if translated.spans:
             body = translated.trace_request.SerializeToString()
             decoded = self._decoder.decode_bytes(body)

@@ -31,6 +31,7 @@ from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
 from mast_otel.collector.logs import LOGS_SERVICE_NAME, LogsExporter, decode_logs_request
 from mast_otel.collector.pipeline import Overloaded
 from mast_otel.collector.security import BearerAuthenticator, TlsConfig
+from mast_otel.collector.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class GrpcReceiver:
         *,
         tls: TlsConfig | None = None,
         authenticator: BearerAuthenticator | None = None,
+        metrics: CollectorMetrics | None = None,
     ) -> None:
         self.config = config
         self._accept = accept
@@ -86,7 +88,7 @@ class GrpcReceiver:
                 )
             },
         )
-        self._logs = LogsExporter(accept, decoder)
+        self._logs = LogsExporter(accept, decoder, metrics)
         logs_handler = grpc.method_handlers_generic_handler(
             LOGS_SERVICE_NAME,
             {

@@ -36,6 +36,7 @@ from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
 from mast_otel.collector.logs import LOGS_PATH, LogsExporter, decode_logs_request
 from mast_otel.collector.pipeline import Overloaded
 from mast_otel.collector.security import BearerAuthenticator, TlsConfig
+from mast_otel.collector.telemetry import CollectorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -130,11 +131,12 @@ class HttpReceiver:
         *,
         tls: TlsConfig | None = None,
         authenticator: BearerAuthenticator | None = None,
+        metrics: CollectorMetrics | None = None,
     ) -> None:
         self.config = config
         host, _, port = config.endpoint.rpartition(":")
         self._server = ThreadingHTTPServer(
-            (host or "0.0.0.0", int(port)), _handler(config, accept, decoder, authenticator)
+            (host or "0.0.0.0", int(port)), _handler(config, accept, decoder, authenticator, metrics)
         )
         self._server.daemon_threads = True
         if tls is not None and tls.enabled:
@@ -158,8 +160,9 @@ def _handler(
     accept: Accept,
     decoder: TraceDecoder,
     authenticator: BearerAuthenticator | None,
+    metrics: CollectorMetrics | None,
 ) -> type[BaseHTTPRequestHandler]:
-    logs = LogsExporter(accept, decoder)
+    logs = LogsExporter(accept, decoder, metrics)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: exporters reuse connections

@@ -94,11 +94,21 @@ class Collector:
         )
         receivers = config.receivers
         self._grpc = GrpcReceiver(
-            receivers.grpc, self._accept("grpc"), decoder, tls=receivers.tls, authenticator=authenticator
+            receivers.grpc,
+            self._accept("grpc"),
+            decoder,
+            tls=receivers.tls,
+            authenticator=authenticator,
+            metrics=self.metrics,
         )
         self._http = (
             HttpReceiver(
-                receivers.http, self._accept("http"), decoder, tls=receivers.tls, authenticator=authenticator
+                receivers.http,
+                self._accept("http"),
+                decoder,
+                tls=receivers.tls,
+                authenticator=authenticator,
+                metrics=self.metrics,
             )
             if receivers.http.endpoint
             else None

@@ -50,6 +50,13 @@ class CollectorMetrics:
         self.store_errors = Counter(
             "store_errors", "Failed store writes or probes", namespace=_NS, registry=r
         )
+        self.log_records_skipped = Counter(
+            "log_records_skipped",
+            "OTLP log records not turned into spans: `ignored` (not an agent's event) or `rejected`",
+            ["reason"],
+            namespace=_NS,
+            registry=r,
+        )
         self.raw_requests_stored = Counter(
             "raw_requests_stored",
             "Export requests stored in otel_traces by the raw span writer",
