@@ -8,6 +8,7 @@ writes them to the store in batches, continuing past bad files. One module per f
 - `who_and_when.py`: the Who&When failure-attribution benchmark's JSON logs, with their labels.
 - `otlp_json.py`: OTLP/JSON trace exports (file exporter output), rebuilt like live traces.
 - `codex.py`: Codex CLI session rollouts (`rollout-*.jsonl`).
+- `otelcol_debug.py`: the collector `debug` exporter's detailed text, rebuilt like live traces.
 """
 
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ from mast_otel.importers.base import (
     run_import,
 )
 from mast_otel.importers.codex import CodexRolloutReader
+from mast_otel.importers.otelcol_debug import OtelcolDebugReader
 from mast_otel.importers.otlp_json import OtlpJsonReader
 from mast_otel.importers.who_and_when import WhoAndWhenReader
 
@@ -31,6 +33,7 @@ READERS: Mapping[str, Callable[[], Reader]] = {
     WhoAndWhenReader.format_name: WhoAndWhenReader,
     OtlpJsonReader.format_name: OtlpJsonReader,
     CodexRolloutReader.format_name: CodexRolloutReader,
+    OtelcolDebugReader.format_name: OtelcolDebugReader,
 }
 
 __all__ = [

@@ -15,12 +15,14 @@ earlier rows instead of adding a second run.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -30,11 +32,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from mast_otel.annotate.base import AnnotatedRun, Annotator, Blame
 from mast_otel.annotate.run import annotate_run
 from mast_otel.conversation.model import Conversation, Outcome
+from mast_otel.conversation.rebuild import rebuild
+from mast_otel.spans import Span
 from mast_otel.store.base import Store
 
 # Below this many files an import is over before a progress bar would be worth drawing.
 PROGRESS_MIN_FILES = 20
 DEFAULT_BATCH_RUNS = 200
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
 class ImportFileError(Exception):
@@ -108,6 +113,30 @@ def read_bytes(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as exc:
         raise ImportFileError(path, f"cannot read: {exc.strerror or exc}") from None
+
+
+def read_uncompressed(path: Path) -> bytes:
+    """The file's bytes, gunzipped when it is gzip (known by its magic bytes, whatever its name)."""
+    content = read_bytes(path)
+    if not content.startswith(_GZIP_MAGIC):
+        return content
+    try:
+        return gzip.decompress(content)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ImportFileError(path, f"not a readable gzip file: {exc}") from None
+
+
+def rebuild_traces(spans: Iterable[Span], format_name: str, path: Path) -> tuple[Conversation, ...]:
+    """One run per trace among `spans`, however the file ordered or split them, each rebuilt by the
+    collector's own `rebuild` and marked with the format and file it was imported from."""
+    traces: dict[str, list[Span]] = {}
+    for span in spans:
+        traces.setdefault(span.trace_id, []).append(span)
+    provenance = {"mast.import.format": format_name, "mast.import.file": path.name}
+    return tuple(
+        replace(conversation, attributes={**conversation.attributes, **provenance})
+        for conversation in (rebuild(trace) for trace in traces.values())
+    )
 
 
 def load_json(path: Path, content: bytes) -> object:

@@ -14,21 +14,16 @@ A malformed line is skipped and reported with its number; the file's other lines
 
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 from mast_otel.collector.decode import DecodeError, TraceDecoder
 from mast_otel.collector.receiver_http import decode_json_request
-from mast_otel.conversation.rebuild import rebuild
-from mast_otel.importers.base import FileRead, ImportFileError, read_bytes
+from mast_otel.importers.base import FileRead, ImportFileError, read_uncompressed, rebuild_traces
 from mast_otel.spans import Span
 
 FORMAT = "otlp-json"
-_GZIP_MAGIC = b"\x1f\x8b"
 _OTHER_SIGNALS = frozenset({"resourceLogs", "resourceMetrics", "resourceProfiles"})
 
 
@@ -57,26 +52,12 @@ class OtlpJsonReader:
             if skipped:
                 problem += f" ({len(skipped)} line(s) skipped, the first: {skipped[0].problem})"
             raise ImportFileError(path, problem)
-        traces: dict[str, list[Span]] = {}
-        for span in spans.values():
-            traces.setdefault(span.trace_id, []).append(span)
-        provenance = {"mast.import.format": FORMAT, "mast.import.file": path.name}
-        conversations = tuple(
-            replace(conversation, attributes={**conversation.attributes, **provenance})
-            for conversation in (rebuild(trace) for trace in traces.values())
-        )
-        return FileRead(conversations, tuple(skipped))
+        return FileRead(rebuild_traces(spans.values(), FORMAT, path), tuple(skipped))
 
 
 def _text(path: Path) -> str:
-    content = read_bytes(path)
-    if content.startswith(_GZIP_MAGIC):
-        try:
-            content = gzip.decompress(content)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ImportFileError(path, f"not a readable gzip file: {exc}") from None
     try:
-        return content.decode("utf-8-sig")
+        return read_uncompressed(path).decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ImportFileError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
 
