@@ -45,6 +45,7 @@ from mast_otel.annotate.rules import RuleAnnotator
 from mast_otel.collector.assembly import AssemblyConfig
 from mast_otel.collector.config import loopback
 from mast_otel.collector.decode import TraceDecoder
+from mast_otel.collector.encode import any_value
 from mast_otel.collector.logs import translate
 from mast_otel.collector.pipeline import PipelineConfig
 from mast_otel.collector.receiver_http import parse_otlp_json
@@ -601,18 +602,6 @@ CODEX_KEYS = st.sampled_from(
 )
 
 
-def _any_value(value: object) -> AnyValue:
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    return AnyValue(string_value=str(value))
-
-
 @given(
     st.lists(
         st.tuples(
@@ -636,7 +625,7 @@ def test_any_codex_log_records_translate_into_valid_spans(
                             LogRecord(
                                 observed_time_unix_nano=time,
                                 attributes=[KeyValue(key="event.name", value=AnyValue(string_value=name))]
-                                + [KeyValue(key=k, value=_any_value(v)) for k, v in attributes.items()],
+                                + [KeyValue(key=k, value=any_value(v)) for k, v in attributes.items()],
                             )
                             for name, attributes, time in records
                         ]

@@ -20,7 +20,6 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, ArrayValue, KeyValue, KeyValueList
 from opentelemetry.proto.trace.v1.trace_pb2 import Span as PbSpan
 from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from opentelemetry.sdk.trace import ReadableSpan
@@ -30,6 +29,7 @@ from otelcol_debug_text import CONTEXT, debug_exporter_log, go_float, render_tra
 from mast_otel import sdk
 from mast_otel.annotate.rules import RuleAnnotator
 from mast_otel.collector.decode import TraceDecoder
+from mast_otel.collector.encode import key_values
 from mast_otel.conversation.model import Conversation, Outcome, TurnKind
 from mast_otel.importers import READERS, ImportFileError, run_import
 from mast_otel.importers.otelcol_debug import OtelcolDebugReader, read_debug_text
@@ -300,30 +300,6 @@ def test_both_paths_store_the_same_runs(
 # --- every attribute type, and what the text loses -------------------------------------------------
 
 
-def any_value(value: object) -> AnyValue:
-    if isinstance(value, AnyValue):
-        return value
-    if isinstance(value, bool):
-        return AnyValue(bool_value=value)
-    if isinstance(value, int):
-        return AnyValue(int_value=value)
-    if isinstance(value, float):
-        return AnyValue(double_value=value)
-    if isinstance(value, bytes):
-        return AnyValue(bytes_value=value)
-    if isinstance(value, str):
-        return AnyValue(string_value=value)
-    if isinstance(value, list):
-        return AnyValue(array_value=ArrayValue(values=[any_value(item) for item in value]))
-    if isinstance(value, dict):
-        return AnyValue(kvlist_value=KeyValueList(values=key_values(value)))
-    return AnyValue()  # None: the Empty value
-
-
-def key_values(attributes: dict[str, object]) -> list[KeyValue]:
-    return [KeyValue(key=key, value=any_value(value)) for key, value in attributes.items()]
-
-
 def typed_request(attributes: dict[str, object]) -> ExportTraceServiceRequest:
     span = PbSpan(
         trace_id=bytes.fromhex("0102030405060708090a0b0c0d0e0f10"),
@@ -394,9 +370,8 @@ def test_every_attribute_type_reads_back_as_the_collector_would_decode_it() -> N
 
 
 def test_inside_maps_and_slices_whole_doubles_come_back_as_ints_and_bytes_as_base64() -> None:
-    nan = AnyValue(double_value=math.nan)
     inside = {"whole": 2.0, "bytes": b"\x01\x02", "list": [1.0, 1.5]}
-    [span] = read_debug_text(render_traces(typed_request({"m": inside, "nan": nan})).encode()).spans
+    [span] = read_debug_text(render_traces(typed_request({"m": inside, "nan": math.nan})).encode()).spans
     assert span.attributes["m"] == {"whole": 2, "bytes": "AQI=", "list": (1, 1.5)}
     nan_value = span.attributes["nan"]
     assert isinstance(nan_value, float) and math.isnan(nan_value)  # printed "json: unsupported value: NaN"
