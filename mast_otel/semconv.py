@@ -64,6 +64,9 @@ MAST_STEP_INDEX: Final = "mast.step.index"
 MAST_STEP_KIND: Final = "mast.step.kind"  # "reasoning" | "message" | "handoff" | "outcome" on SDK-only spans
 MAST_HANDOFF_SOURCE: Final = "mast.handoff.source"
 MAST_HANDOFF_TARGET: Final = "mast.handoff.target"
+# On a span the collector made from log records that describe another span (GenAI events sent as
+# OTLP logs): the span id they belong to. Rebuild moves the events onto that span.
+MAST_EVENTS_FOR_SPAN: Final = "mast.events.for_span"
 
 # mast.step.kind values for spans the GenAI spec has no operation for
 STEP_REASONING: Final = "reasoning"

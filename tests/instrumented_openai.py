@@ -3,8 +3,10 @@
 `python tests/instrumented_openai.py SOURCE ENDPOINT` instruments `openai` with SOURCE's instrumentor
 (openinference, traceloop or openai-v2), talks to a scripted `ChatStub` on loopback (the first
 answer requests `get_pods`, the second answers in text), exports the spans over OTLP/gRPC to
-ENDPOINT with the SDK's exporter and prints the trace id. A process of its own per source: the
-instrumentors patch `openai` globally and read their settings from the environment once.
+ENDPOINT with the SDK's exporter and prints the trace id. Log records the instrumentation emits
+(openai-v2's GenAI message events, by default) go to ENDPOINT too, with the SDK's log exporter.
+A process of its own per source: the instrumentors patch `openai` globally and read their settings
+from the environment once.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import openai
 from llm_stub import ChatStub, Reply
+from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -61,10 +66,13 @@ def instrumentor(source: str) -> Any:
 
 
 def main(source: str, endpoint: str) -> None:
-    provider = TracerProvider(resource=Resource({"service.name": f"{source}-agent"}))
+    resource = Resource({"service.name": f"{source}-agent"})
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=endpoint, insecure=True)))
+    logs = LoggerProvider(resource=resource)
+    logs.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(endpoint=endpoint, insecure=True)))
     instrumented = instrumentor(source)
-    instrumented.instrument(tracer_provider=provider)
+    instrumented.instrument(tracer_provider=provider, logger_provider=logs)
     tracer = provider.get_tracer("instrumented-openai-test")
     with ChatStub() as stub, tracer.start_as_current_span("triage") as root:
         stub.script(tool_call_reply(), Reply(ANSWER))
@@ -80,6 +88,7 @@ def main(source: str, endpoint: str) -> None:
         trace_id = format(root.get_span_context().trace_id, "032x")
     instrumented.uninstrument()
     provider.shutdown()
+    logs.shutdown()
     print(trace_id)
 
 

@@ -1,4 +1,5 @@
-"""Receive stage for OTLP logs: agents that report as log events (Codex CLI) become trace requests.
+"""Receive stage for OTLP logs: agents that report as log events (Codex CLI, GenAI message events)
+become trace requests.
 
 Codex CLI exports OTLP *logs*, not spans, when its `[otel]` config names an exporter. Both
 receivers take `LogsService/Export` (gRPC) and `POST /v1/logs` (HTTP) and hand the request here:
@@ -13,6 +14,13 @@ export names the session's root span (same id every time) and carries its events
 ids are derived from the log records: assembly releases the session a grace period after an
 export, later exports re-annotate the same run, and a retried export duplicates nothing.
 
+GenAI per-message events (`gen_ai.user.message`, `gen_ai.choice`, ...), which OpenTelemetry's
+openai-v2 instrumentation sends as log records by default, belong to the model-call span whose
+context they were emitted in. The records of one span in one export become the events of one
+carrier span, a child of that span marked `mast.events.for_span`; rebuild moves the events onto
+the span itself, so the call reads as if the events had been span events. The carrier's id is
+derived from the records, so a retried export duplicates nothing.
+
 Answers follow OTLP's partial success: Codex events that name no conversation are rejected
 (`rejected_log_records`); records that are not Codex events are accepted and ignored, which the
 answer says in `error_message` with `rejected_log_records` 0, the form OTLP gives warnings.
@@ -20,6 +28,7 @@ answer says in `error_message` with `rejected_log_records` 0, the form OTLP give
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,18 +40,22 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
+from mast_otel import semconv as sc
 from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
 from mast_otel.collector.encode import encode_spans
 from mast_otel.collector.telemetry import CollectorMetrics
 from mast_otel.conversation.codex import ATTR_EVENT_NAME, LogEvent, is_codex_event, log_spans
-from mast_otel.spans import Resource
+from mast_otel.conversation.genai_events import is_genai_event
+from mast_otel.spans import Resource, Span, SpanEvent
 
 log = logging.getLogger(__name__)
 
 LOGS_SERVICE_NAME = "opentelemetry.proto.collector.logs.v1.LogsService"
 LOGS_PATH = "/v1/logs"
+CARRIER_SCOPE = "mast_otel.logs"  # the scope of spans made to carry logged GenAI events
 
 Accept = Callable[[bytes, DecodedTraces], None]  # the pipeline's entry: trace-request bytes + decoded spans
 
@@ -89,11 +102,15 @@ class TranslatedLogs:
 
 
 def translate(request: ExportLogsServiceRequest) -> TranslatedLogs:
-    """The spans for the Codex events in `request`, as an ExportTraceServiceRequest."""
+    """The spans for the Codex and GenAI events in `request`, as an ExportTraceServiceRequest."""
     events: list[LogEvent] = []
+    described: dict[tuple[bytes, bytes], list[tuple[LogRecord, Resource, str]]] = {}
     ignored = 0
     for record, resource in _records(request):
         name = _event_name(record)
+        if is_genai_event(name) and len(record.trace_id) == 16 and len(record.span_id) == 8:
+            described.setdefault((record.trace_id, record.span_id), []).append((record, resource, name))
+            continue
         if not is_codex_event(name):
             ignored += 1
             continue
@@ -107,7 +124,42 @@ def translate(request: ExportLogsServiceRequest) -> TranslatedLogs:
             )
         )
     mapped = log_spans(events)
-    return TranslatedLogs(encode_spans(mapped.spans), len(mapped.spans), ignored, mapped.unusable)
+    spans = [*mapped.spans, *(_carrier(*ids, records) for ids, records in described.items())]
+    return TranslatedLogs(encode_spans(spans), len(spans), ignored, mapped.unusable)
+
+
+def _carrier(trace_id: bytes, span_id: bytes, records: list[tuple[LogRecord, Resource, str]]) -> Span:
+    """One span holding, as span events, the GenAI events logged in the context of span `span_id`."""
+    events = []
+    identity = hashlib.sha256(trace_id + span_id)
+    for record, _, name in records:
+        identity.update(record.SerializeToString(deterministic=True))
+        body = record.body
+        if body.WhichOneof("value") == "kvlist_value":
+            fields = _DECODER.attributes(body.kvlist_value.values)
+        elif body.WhichOneof("value") == "string_value":
+            fields = _DECODER.attributes([KeyValue(key="content", value=body)])
+        else:
+            fields = {}
+        time_ns = record.time_unix_nano or record.observed_time_unix_nano
+        events.append(SpanEvent(name, time_ns, {**_DECODER.attributes(record.attributes), **fields}))
+    start = min((event.time_ns for event in events if event.time_ns), default=1)
+    return Span(
+        trace_id=trace_id.hex(),
+        span_id=_nonzero(identity.digest()[:8]).hex(),
+        parent_span_id=span_id.hex(),
+        name="gen_ai.events",
+        start_ns=start,
+        end_ns=max(start, *(event.time_ns for event in events)),
+        attributes={sc.MAST_EVENTS_FOR_SPAN: span_id.hex()},
+        events=tuple(events),
+        resource=records[0][1],
+        scope_name=CARRIER_SCOPE,
+    )
+
+
+def _nonzero(span_id: bytes) -> bytes:
+    return span_id if any(span_id) else b"\x00" * 7 + b"\x01"
 
 
 class LogsExporter:

@@ -11,7 +11,9 @@ is plain GenAI and read by `GenAiNormalizer`.
 
 opentelemetry-instrumentation-openai-v2 (tested 2.4b0) emits these events as OTLP *log records*,
 not span events, unless told `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`, in which
-case it writes the JSON message form; log records are not read here.
+case it writes the JSON message form. The collector turns such log records back into span events
+(`collector/logs.py`), and rebuild moves them onto the span they describe, so they are read here
+all the same.
 """
 
 from __future__ import annotations
@@ -39,6 +41,11 @@ INPUT_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 _JSON_FIELDS = frozenset({"tool_calls", "message", "content"})
+
+
+def is_genai_event(name: str) -> bool:
+    """A per-message GenAI event, whether it came as a span event or as a log record."""
+    return name in INPUT_EVENTS or name == CHOICE
 
 
 class GenAiEventsNormalizer:

@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mast_otel import semconv as sc
 from mast_otel.conversation.model import Conversation, Outcome, OutcomeReport, ToolCall, Turn, TurnKind
 from mast_otel.conversation.normalize import Message, Normalizer, Operation, SpanView, view_span
-from mast_otel.spans import Span
+from mast_otel.spans import Span, SpanEvent
 
 _AT_START, _AT_END = 0, 1  # turns made at a span's end sort after its children that end at the same instant
 
@@ -150,6 +150,7 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
     if not spans:
         raise ValueError("cannot rebuild a conversation from no spans")
     trace_id = spans[0].trace_id
+    spans = _with_logged_events(spans)
     views = {s.span_id: view_span(s, normalizers) for s in spans}
     parents = {s.span_id: s.parent_span_id for s in spans}
     depth = {span_id: _depth(span_id, parents) for span_id in views}
@@ -282,6 +283,27 @@ def rebuild(spans: Sequence[Span], normalizers: Sequence[Normalizer] | None = No
 
     ordered = turns.ordered()
     return _conversation(trace_id, spans, views, root, ordered, agent_of)
+
+
+def _with_logged_events(spans: Sequence[Span]) -> Sequence[Span]:
+    """Events that arrived as log records (carried by spans marked `mast.events.for_span`, see
+    `collector/logs.py`) moved onto the span they describe, after its own, in arrival order. A
+    carrier whose span is not in the trace stays: read on its own, as the model call it describes."""
+    carried: dict[str, list[SpanEvent]] = {}
+    present = {s.span_id for s in spans}
+    carriers = set()
+    for span in sorted(spans, key=lambda s: (s.start_ns, s.span_id)):
+        target = span.text(sc.MAST_EVENTS_FOR_SPAN)
+        if target and target in present:
+            carried.setdefault(target, []).extend(span.events)
+            carriers.add(span.span_id)
+    if not carried:
+        return spans
+    return [
+        replace(span, events=(*span.events, *carried[span.span_id])) if span.span_id in carried else span
+        for span in spans
+        if span.span_id not in carriers
+    ]
 
 
 def _input_turns(
