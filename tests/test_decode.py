@@ -174,3 +174,13 @@ def test_encode_is_the_inverse_of_decode() -> None:
     decoded = TraceDecoder().decode_bytes(encode_spans(spans).SerializeToString())
     assert decoded.rejected == 0
     assert sorted(decoded.spans, key=lambda s: s.span_id) == spans
+
+
+def test_times_past_2262_are_rejected_not_stored_wrong() -> None:
+    ok = span(TRACE, "ok", 100, 200)
+    late = span(TRACE, "late", 100, 200)
+    request = to_request([ok, late])
+    request.resource_spans[0].scope_spans[0].spans[1].end_time_unix_nano = 2**64 - 1
+    decoded = TraceDecoder().decode_bytes(request.SerializeToString())
+    assert [s.name for s in decoded.spans] == ["ok"] and decoded.rejected == 1
+    assert decoded.reasons == ("span with a time past 2262-04-11 (beyond signed 64-bit Unix nanoseconds)",)

@@ -12,6 +12,7 @@ from faults import Outage
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from spanfactory import agent_attrs, output, span, to_request
 
+from mast_otel.annotate.base import AnnotatedRun
 from mast_otel.collector.assembly import AssemblyConfig
 from mast_otel.collector.config import loopback
 from mast_otel.collector.pipeline import Mode, PipelineConfig
@@ -19,6 +20,7 @@ from mast_otel.collector.process import CollectorProcess
 from mast_otel.collector.service import Collector
 from mast_otel.collector.spool import SpoolConfig
 from mast_otel.spans import Span
+from mast_otel.store.base import StoreError
 from mast_otel.store.clickhouse import open_store
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -173,3 +175,35 @@ def test_sigkill_during_ingest_keeps_every_acknowledged_span_once(tmp_path: Path
         assert second.count("SELECT count() - uniqExact(SpanId) FROM otel_traces") == 0  # stored once
     finally:
         assert second.terminate() == 0
+
+
+class RefusesOneRun(Outage):
+    """Answers pings, but refuses any batch holding the run of trace 13, as for data it cannot store."""
+
+    def insert_runs(self, runs: Sequence[AnnotatedRun]) -> None:
+        if any(run.conversation.trace_id == trace_id(13) for run in runs):
+            raise StoreError("Cannot parse input: a value out of range (simulated)")
+        super().insert_runs(runs)
+
+
+def test_a_run_the_store_refuses_is_left_out_not_spooled_for_ever(
+    chdb_dir: Path, database: str, tmp_path: Path
+) -> None:
+    store = RefusesOneRun(open_store(chdb_dir, database=database))
+    config = loopback(
+        str(chdb_dir),
+        database=database,
+        assembly=AssemblyConfig(grace_s=0.05, max_wait_s=5.0),
+        pipeline=PipelineConfig(flush_interval_s=0.5),
+        spool=SpoolConfig(directory=str(tmp_path / "spool")),
+    )
+    with Collector(config, store=store) as collector:
+        target = f"127.0.0.1:{collector.grpc_port}"
+        send(target, [*run(12), *run(13), *run(14)])
+        assert collector.wait_idle(20)
+        assert collector.pipeline.mode is Mode.LIVE
+        stats = collector.stats()
+        assert (stats.runs_refused, stats.runs_stored, stats.store_errors) == (1, 2, 0)
+        stored = collector.store.query("SELECT TraceId FROM mast_conversations ORDER BY TraceId").rows
+        assert [row[0] for row in stored] == [trace_id(12), trace_id(14)]
+        assert collector.store.query("SELECT count() FROM otel_traces").rows[0][0] == 9  # every span

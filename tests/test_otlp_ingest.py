@@ -203,6 +203,15 @@ def rich_requests() -> list[bytes]:
         PbSpan(trace_id=trace, span_id=b"\x00" * 8, start_time_unix_nano=START),
         PbSpan(trace_id=trace, span_id=span_id(91), parent_span_id=b"\x01", start_time_unix_nano=START),
         PbSpan(trace_id=trace, span_id=span_id(92), start_time_unix_nano=0),
+        # Past what DateTime64(9) holds (2262): start, end, or an event.
+        PbSpan(trace_id=trace, span_id=span_id(93), start_time_unix_nano=2**64 - 1),
+        PbSpan(trace_id=trace, span_id=span_id(94), start_time_unix_nano=START, end_time_unix_nano=2**63),
+        PbSpan(
+            trace_id=trace,
+            span_id=span_id(95),
+            start_time_unix_nano=START,
+            events=[PbSpan.Event(time_unix_nano=2**63, name="too late")],
+        ),
     ]
     other_root = a_span(8, other, name="", attributes=[("k", "v")])
     # Fields of the profiles signal's string table: neither path reads them.

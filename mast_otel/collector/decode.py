@@ -22,6 +22,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Status as PbStatus
 from mast_otel.spans import AttributeValue, Resource, Span, SpanEvent, SpanKind, SpanLink, StatusCode
 
 DEFAULT_MAX_ATTRIBUTE_BYTES = 256 * 1024
+# The last instant ClickHouse's DateTime64(9) holds (2262-04-11): OTLP's unsigned times go further,
+# and a span past it could not be stored, so it is rejected like any other malformed span.
+MAX_TIME_NS = 2**63 - 1
 TRUNCATION_MARKER = "…[truncated by mast-otel]"
 
 _KINDS = {
@@ -182,4 +185,10 @@ def _invalid(pb: PbSpan) -> str:
         return "span with an invalid parent_span_id (must be empty or 8 bytes)"
     if pb.start_time_unix_nano == 0:
         return "span without a start time"
+    if (
+        pb.start_time_unix_nano > MAX_TIME_NS
+        or pb.end_time_unix_nano > MAX_TIME_NS
+        or any(event.time_unix_nano > MAX_TIME_NS for event in pb.events)
+    ):
+        return "span with a time past 2262-04-11 (beyond signed 64-bit Unix nanoseconds)"
     return ""

@@ -102,6 +102,7 @@ class PipelineStats:
     outcomes_stored: int
     rebuild_errors: int
     annotate_errors: int
+    runs_refused: int  # runs the store refused while answering (bad data, not an outage): left out
     store_errors: int
     refused_exports: int
     spool_bytes: int
@@ -405,7 +406,7 @@ class Pipeline:
             batch, self._batch = self._batch, _Batch()
         try:
             if batch.runs:
-                self._store.insert_runs(batch.runs)
+                self._insert_runs(batch)
             if batch.outcomes:
                 self._store.insert_outcomes(batch.outcomes)
         except Exception as exc:
@@ -431,6 +432,35 @@ class Pipeline:
         self.metrics.runs_stored.inc(len(batch.runs))
         self.metrics.findings_stored.inc(sum(len(r.findings) for r in batch.runs))
         return True
+
+    def _insert_runs(self, batch: _Batch) -> None:
+        """Insert the batch's runs. A batch the store refuses while it answers pings holds a run it
+        cannot take (data, not an outage): the runs go one by one, and the ones refused are logged,
+        counted and left out instead of sending the pipeline to the spool for ever."""
+        try:
+            self._store.insert_runs(batch.runs)
+            return
+        except Exception:
+            if not self._store_answers():
+                raise
+        kept = []
+        for run in batch.runs:
+            try:
+                self._store.insert_runs([run])
+            except Exception as exc:
+                if not self._store_answers():
+                    raise
+                log.error("the store refused run %s, left out: %s", run.conversation.trace_id, exc)
+                self._count("runs_refused")
+            else:
+                kept.append(run)
+        batch.runs = kept
+
+    def _store_answers(self) -> bool:
+        try:
+            return bool(self._store.ping())
+        except Exception:
+            return False
 
     # --- outage and replay -------------------------------------------------------------------
     def _enter_spooling(self, exc: Exception) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from mast_otel.collector.decode import DEFAULT_MAX_ATTRIBUTE_BYTES, TRUNCATION_MARKER
+from mast_otel.collector.decode import DEFAULT_MAX_ATTRIBUTE_BYTES, MAX_TIME_NS, TRUNCATION_MARKER
 
 # Containers (arrays, kvlists) unrolled below a top-level attribute value.
 MAX_NESTING: Final = 1
@@ -319,7 +319,9 @@ def _valid_span(span: str) -> str:
         f"length({span}.trace_id) = 16 AND {span}.trace_id != repeat('\\x00', 16) "
         f"AND length({span}.span_id) = 8 AND {span}.span_id != repeat('\\x00', 8) "
         f"AND (empty({span}.parent_span_id) OR length({span}.parent_span_id) = 8) "
-        f"AND {span}.start_time_unix_nano != 0"
+        f"AND {span}.start_time_unix_nano != 0 "
+        f"AND {span}.start_time_unix_nano <= {MAX_TIME_NS} AND {span}.end_time_unix_nano <= {MAX_TIME_NS} "
+        f"AND arrayAll(e -> e.time_unix_nano <= {MAX_TIME_NS}, {span}.events)"
     )
 
 
