@@ -44,7 +44,7 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
 
 from mast_otel import semconv as sc
-from mast_otel.collector.decode import DecodedTraces, DecodeError, TraceDecoder
+from mast_otel.collector.decode import MAX_TIME_NS, DecodedTraces, DecodeError, TraceDecoder
 from mast_otel.collector.encode import encode_spans
 from mast_otel.collector.telemetry import CollectorMetrics
 from mast_otel.conversation.codex import ATTR_EVENT_NAME, LogEvent, is_codex_event, log_spans
@@ -117,7 +117,7 @@ def translate(request: ExportLogsServiceRequest) -> TranslatedLogs:
         events.append(
             LogEvent(
                 name=name,
-                time_ns=record.time_unix_nano or record.observed_time_unix_nano,
+                time_ns=_record_time(record),
                 attributes=_DECODER.attributes(record.attributes),
                 resource=resource,
                 key=record.SerializeToString(deterministic=True),
@@ -141,7 +141,7 @@ def _carrier(trace_id: bytes, span_id: bytes, records: list[tuple[LogRecord, Res
             fields = _DECODER.attributes([KeyValue(key="content", value=body)])
         else:
             fields = {}
-        time_ns = record.time_unix_nano or record.observed_time_unix_nano
+        time_ns = _record_time(record)
         events.append(SpanEvent(name, time_ns, {**_DECODER.attributes(record.attributes), **fields}))
     start = min((event.time_ns for event in events if event.time_ns), default=1)
     return Span(
@@ -156,6 +156,11 @@ def _carrier(trace_id: bytes, span_id: bytes, records: list[tuple[LogRecord, Res
         resource=records[0][1],
         scope_name=CARRIER_SCOPE,
     )
+
+
+def _record_time(record: LogRecord) -> int:
+    # Clamped to what a span may hold, so a sender's garbage time can't get its spans rejected.
+    return min(record.time_unix_nano or record.observed_time_unix_nano, MAX_TIME_NS)
 
 
 def _nonzero(span_id: bytes) -> bytes:
