@@ -19,8 +19,10 @@ import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from loopback_http import LoopbackServer, QuietHandler
 
 EXHAUSTED = "(the model stub's script is used up)"
 _ids = itertools.count(1)
@@ -69,34 +71,14 @@ def message(text: str, phase: str = "final_answer") -> dict[str, Any]:
     }
 
 
-class ResponsesStub:
+class ResponsesStub(LoopbackServer):
     """Start with `with ResponsesStub(script) as stub:`; point Codex at `stub.base_url`."""
 
     def __init__(self, script: Sequence[ModelTurn]) -> None:
         self.requests: list[dict[str, Any]] = []  # bodies of the /responses requests, in order
         self._script = list(script)
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.01},
-            name="responses-stub",
-            daemon=True,
-        )
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def __enter__(self) -> ResponsesStub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(self._handler(), "responses-stub")
 
     def _next(self, body: dict[str, Any]) -> tuple[int, ModelTurn]:
         with self._lock:
@@ -109,12 +91,7 @@ class ResponsesStub:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if not self.path.split("?")[0].endswith("/responses"):

@@ -18,8 +18,10 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from loopback_http import LoopbackServer, QuietHandler
 
 from mast_otel.taxonomy import CODES
 
@@ -83,7 +85,7 @@ def well_formed(_body: Mapping[str, Any]) -> Reply:
     return Reply(answer())
 
 
-class ChatStub:
+class ChatStub(LoopbackServer):
     """Start with `with ChatStub() as stub:`; point the judge at `stub.base_url`."""
 
     def __init__(self, responder: Responder = well_formed) -> None:
@@ -93,31 +95,12 @@ class ChatStub:
         self.headers: list[dict[str, str]] = []
         self._script: deque[Reply] = deque()
         self._lock = threading.Lock()
-        self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, name="chat-stub", daemon=True
-        )
-
-    @property
-    def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        super().__init__(self._handler(), "chat-stub")
 
     def script(self, *replies: Reply) -> None:
         """Replies for the next requests, in order, before the responder takes over again."""
         with self._lock:
             self._script.extend(replies)
-
-    def __enter__(self) -> ChatStub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._closing.set()
-        self._server.shutdown()
-        self._server.server_close()
 
     def _next_reply(self, body: dict[str, Any]) -> Reply:
         with self._lock:
@@ -129,12 +112,7 @@ class ChatStub:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:  # quiet
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with stub._lock:
@@ -145,7 +123,7 @@ class ChatStub:
                     return
                 body = json.loads(raw)
                 reply = stub._next_reply(body)
-                if reply.delay_s and stub._closing.wait(reply.delay_s):
+                if reply.delay_s and stub.closing.wait(reply.delay_s):
                     return
                 if reply.raw_body is not None:
                     self._send_bytes(reply.status, reply.raw_body, reply.headers)

@@ -345,18 +345,6 @@ def test_fixture_exports_through_the_collector_are_one_run(collector: Collector)
 # --- untrusted input ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def collector(chdb_dir: Path, database: str) -> Iterator[Collector]:
-    config = loopback(
-        str(chdb_dir),
-        database=database,
-        assembly=AssemblyConfig(grace_s=0.2, max_wait_s=5.0),
-        pipeline=PipelineConfig(flush_interval_s=0.05),
-    )
-    with Collector(config) as running:
-        yield running
-
-
 def export_logs(collector: Collector, body: bytes) -> ExportLogsServiceResponse:
     with grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}") as channel:
         call = channel.unary_unary(

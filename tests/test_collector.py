@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,12 +39,6 @@ def make_collector(chdb_dir: Path, database: str, **pipeline: int) -> Collector:
             pipeline=PipelineConfig(flush_interval_s=0.05, **pipeline),
         )
     )
-
-
-@pytest.fixture
-def collector(chdb_dir: Path, database: str) -> Iterator[Collector]:
-    with make_collector(chdb_dir, database) as running:
-        yield running
 
 
 def export(collector: Collector, body: bytes) -> ExportTraceServiceResponse:

@@ -13,18 +13,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import instrumented_openai as agent
-import pytest
 from spanfactory import messages, span
 
-from mast_otel.collector.assembly import AssemblyConfig
-from mast_otel.collector.config import loopback
-from mast_otel.collector.pipeline import PipelineConfig
 from mast_otel.collector.service import Collector
 from mast_otel.conversation.conventions import (
     GenAiMessagesNormalizer,
@@ -42,18 +37,6 @@ SCRIPT = Path(__file__).with_name("instrumented_openai.py")
 ARGUMENTS = {"ns": "shop"}
 SECOND_PROMPT_TOKENS = len(agent.SYSTEM + agent.TASK + agent.TOOL_RESULT) // 4  # the stub's accounting
 SECOND_COMPLETION_TOKENS = len(agent.ANSWER) // 4
-
-
-@pytest.fixture
-def collector(chdb_dir: Path, database: str) -> Iterator[Collector]:
-    config = loopback(
-        str(chdb_dir),
-        database=database,
-        assembly=AssemblyConfig(grace_s=0.2, max_wait_s=5.0),
-        pipeline=PipelineConfig(flush_interval_s=0.05),
-    )
-    with Collector(config) as running:
-        yield running
 
 
 @dataclass(frozen=True)

@@ -12,28 +12,17 @@ import pytest
 
 from mast_otel import sdk
 from mast_otel.analysis import compute_profiles, profiles_to_json
-from mast_otel.collector.assembly import AssemblyConfig
-from mast_otel.collector.config import loopback
-from mast_otel.collector.pipeline import PipelineConfig
 from mast_otel.collector.service import Collector
 
 TASK = "Alert CheckoutErrors firing: find the root cause."
 
 
 @pytest.fixture
-def collector(chdb_dir: Path, database: str) -> Iterator[Collector]:
-    config = loopback(
-        str(chdb_dir),
-        database=database,
-        assembly=AssemblyConfig(grace_s=0.2, max_wait_s=5.0),
-        pipeline=PipelineConfig(flush_interval_s=0.05),
-    )
-    with Collector(config) as running:
-        sdk.configure(
-            service_name="e2e-agent", endpoint=running.grpc_endpoint, insecure=True, set_global=False
-        )
-        yield running
-        sdk.shutdown()
+def collector(collector: Collector) -> Iterator[Collector]:
+    """The shared test collector, with our SDK sending to it."""
+    sdk.configure(service_name="e2e-agent", endpoint=collector.grpc_endpoint, insecure=True, set_global=False)
+    yield collector
+    sdk.shutdown()
 
 
 def run_agent(model: str, outcome: str | None, repeat_checks: int = 1) -> str:
