@@ -119,3 +119,23 @@ def test_runaway_trace_released_at_span_cap() -> None:
 def test_invalid_config_is_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError):
         AssemblyConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_release_due_in_bounded_chunks_oldest_first() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(AssemblyConfig(grace_s=0.0, max_wait_s=5.0), clock=clock)
+    trace_ids = [f"{n:032x}" for n in range(1, 6)]
+    for trace_id in trace_ids:
+        root = span(trace_id, "invoke_agent a", 1, 9)
+        assembler.add([root, *(span(trace_id, "chat m", 2, 3, parent=root.span_id) for _ in range(2))])
+        clock.now += 0.1  # deadlines in the order added
+    chunks = []
+    while released := assembler.release_due(max_spans=4):
+        chunks.append([trace.trace_id for trace in released])
+    # 3 spans per trace: a chunk stops once it holds 4 or more, and nothing due is left behind.
+    assert chunks == [trace_ids[0:2], trace_ids[2:4], trace_ids[4:5]]
+    assert assembler.trace_count == 0
+    big = span("f" * 32, "invoke_agent a", 1, 9)
+    assembler.add([big, *(span("f" * 32, "chat m", 2, 3, parent=big.span_id) for _ in range(9))])
+    [whole] = assembler.release_due(max_spans=4)  # a trace larger than the bound still goes out whole
+    assert len(whole.spans) == 10

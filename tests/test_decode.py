@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,6 +47,29 @@ def test_round_trip_of_typed_fields() -> None:
     }
     assert got.status is StatusCode.ERROR
     assert by_id[child.span_id].parent_span_id == root.span_id
+
+
+def test_ids_are_shared_within_a_request() -> None:
+    """Spans in assembly are most of the collector's memory: one string per distinct id, not per use."""
+    root = replace(span(TRACE, "invoke_agent triage", 100, 900), scope_name="mast_otel", scope_version="1.0")
+    children = [
+        replace(
+            span(TRACE, "chat m", 200 + n, 300, parent=root.span_id),
+            scope_name="mast_otel",
+            scope_version="1.0",
+        )
+        for n in range(3)
+    ]
+    decoded = TraceDecoder().decode_bytes(to_request([*children, root]).SerializeToString())
+    by_id = {s.span_id: s for s in decoded.spans}
+    decoded_root = by_id[root.span_id]
+    for child in children:
+        decoded_child = by_id[child.span_id]
+        assert decoded_child.parent_span_id == root.span_id
+        assert decoded_child.parent_span_id is decoded_root.span_id
+        assert decoded_child.trace_id is decoded_root.trace_id
+        assert (decoded_child.scope_name, decoded_child.scope_version) == ("mast_otel", "1.0")
+        assert decoded_child.scope_name is decoded_root.scope_name
 
 
 def test_malformed_spans_rejected_others_kept() -> None:

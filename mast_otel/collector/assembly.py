@@ -136,12 +136,21 @@ class TraceAssembler:
                     found.add((span.trace_id, span.span_id))
             return found
 
-    def release_due(self) -> list[CompletedTrace]:
-        """Traces whose deadline has passed, oldest deadline first."""
+    def release_due(self, max_spans: int | None = None) -> list[CompletedTrace]:
+        """Traces whose deadline has passed, oldest deadline first.
+
+        With `max_spans`, stops once the traces released hold that many spans (always releasing at
+        least one due trace); the rest stay due for the next call. A caller that rebuilds what it
+        releases then holds a trace's spans and its rebuilt run together for a bounded number of
+        spans, instead of for everything that fell due while it was busy.
+        """
         now = self._clock()
         out: list[CompletedTrace] = []
+        released_spans = 0
         with self._lock:
             while self._deadlines and self._deadlines[0][0] <= now:
+                if max_spans is not None and released_spans >= max_spans:
+                    break
                 deadline, trace_id = heapq.heappop(self._deadlines)
                 pending = self._pending.get(trace_id)
                 if pending is None or pending.deadline != deadline:
@@ -154,6 +163,7 @@ class TraceAssembler:
                     else ReleaseReason.MAX_WAIT
                 )
                 out.append(self._release(trace_id, reason, now))
+                released_spans += len(out[-1].spans)
         return out
 
     def flush(self) -> list[CompletedTrace]:

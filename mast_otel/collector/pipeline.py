@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 # How long re-annotation waits for the raw span writer before treating the store as away.
 RAW_SPANS_WAIT_S = 30.0
+# Spans released from assembly per step of the worker (see `Pipeline._process_due`).
+RELEASE_CHUNK_SPANS = 2_000
 
 
 class Mode(str, Enum):
@@ -307,13 +309,28 @@ class Pipeline:
                 else:
                     if self._mode is Mode.REPLAYING:
                         self._replay(until=time.monotonic() + self.config.tick_s * 4)
-                    self._process(self._assembler.release_due())
+                    self._process_due()
                     if self._batch_due():
                         self._write()
             except Exception:  # the worker must outlive any single bad trace
                 log.exception("pipeline iteration failed; continuing")
             self._update_gauges()
             self._stop.wait(self.config.tick_s)
+
+    def _process_due(self) -> None:
+        """Rebuild, annotate and batch every due trace, a bounded chunk at a time.
+
+        A trace's spans and its rebuilt run are both in memory while it is processed; in chunks,
+        that double cost is paid for a few thousand spans, not for everything that fell due while
+        the worker was busy, and a full batch is written before the next chunk grows it further.
+        """
+        while not self._stop.is_set() and self._mode is not Mode.SPOOLING:
+            traces = self._assembler.release_due(max_spans=RELEASE_CHUNK_SPANS)
+            if not traces:
+                return
+            self._process(traces)
+            if self._batch_due():
+                self._write()
 
     def _process(self, traces: Sequence[CompletedTrace]) -> None:
         if not traces:
