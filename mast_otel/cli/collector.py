@@ -63,7 +63,13 @@ def register(commands: Subcommands) -> None:
     parser.add_argument(
         "--max-wait", type=float, help="seconds before releasing a trace without root (default 60)"
     )
-    parser.add_argument("--max-in-flight-spans", type=int, help="spans held in memory before backpressure")
+    parser.add_argument(
+        "--max-in-flight-spans",
+        type=int,
+        metavar="N",
+        help="spans held in memory before senders are asked to retry (default 200000; a GenAI span"
+        " costs about 3.5-6 KB, so the default is roughly 1 GB)",
+    )
     parser.set_defaults(handler=run, log_info=True)
 
 
