@@ -24,6 +24,7 @@ from mast_otel.collector.assembly import AssemblyConfig
 from mast_otel.collector.config import loopback
 from mast_otel.collector.pipeline import PipelineConfig
 from mast_otel.collector.service import Collector
+from mast_otel.collector.span_writer import SpanWriterConfig
 from mast_otel.collector.spool import SpoolConfig
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -286,3 +287,20 @@ def test_raw_span_writes_can_be_left_to_otelcol(chdb_dir: Path, database: str, t
         assert running.wait_idle(10)
         assert count(running, "SELECT count() FROM mast_conversations FINAL") == 1
         assert count(running, "SELECT count() FROM otel_traces") == 0
+
+
+def test_waiting_for_idle_stores_raw_spans_now_not_at_the_next_flush(chdb_dir: Path, database: str) -> None:
+    """The raw span writer batches for `flush_interval_s`; whoever waits for the collector to be idle
+    (the demo, shutdown, tests) gets the spans stored at once, not after the interval."""
+    config = loopback(
+        str(chdb_dir),
+        database=database,
+        assembly=AssemblyConfig(grace_s=0.2, max_wait_s=5.0),
+        pipeline=PipelineConfig(flush_interval_s=0.05),
+        raw_spans=SpanWriterConfig(flush_interval_s=3600.0),
+    )
+    with Collector(config) as collector:
+        spans = small_run(T)
+        export(collector, to_request(spans).SerializeToString())
+        assert collector.wait_idle(30)  # with the writer waiting out its interval, this times out
+        assert count(collector, "SELECT count() FROM otel_traces") == len(spans)

@@ -275,13 +275,19 @@ class Pipeline:
         while time.monotonic() < deadline:
             if self._idle():
                 return True
-            time.sleep(0.02)
+            if self._runs_idle() and self._raw_spans is not None:
+                # The raw span writer batches for seconds; whoever waits wants the spans stored now.
+                self._raw_spans.wait_stored(self._spool.end, min(0.5, max(0.0, deadline - time.monotonic())))
+            else:
+                time.sleep(0.02)
         return self._idle()
 
     def _idle(self) -> bool:
+        return self._runs_idle() and (self._raw_spans is None or self._raw_spans.caught_up())
+
+    def _runs_idle(self) -> bool:
         with self._lock:
-            idle = self._mode is Mode.LIVE and self._in_flight_spans == 0 and self._batch.empty()
-        return idle and (self._raw_spans is None or self._raw_spans.caught_up())
+            return self._mode is Mode.LIVE and self._in_flight_spans == 0 and self._batch.empty()
 
     @property
     def mode(self) -> Mode:
