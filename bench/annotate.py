@@ -33,7 +33,6 @@ from typing import Any, TypeVar
 
 import grpc
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mast_otel import sdk
@@ -53,7 +52,7 @@ from mast_otel.spans import Span
 from mast_otel.store.clickhouse import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
-from ingest import EXPORT, generate_requests  # the ingest benchmark's span mix, not a copy
+from ingest import export_call, generate_requests  # the ingest benchmark's span mix, not a copy
 
 _T = TypeVar("_T")
 TOOLS = ("get_pods", "query_metrics", "search_logs", "describe_deployment", "restart_deployment")
@@ -201,9 +200,7 @@ def e2e_share(requests: Sequence[bytes], data_dir: Path, database: str) -> float
     started = time.process_time()
     with Collector(config, annotator=timed) as collector:
         channel = grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}")
-        export = channel.unary_unary(
-            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
-        )
+        export = export_call(channel)
         sending = time.thread_time()
         for body in requests:
             export(body, timeout=60)

@@ -45,6 +45,15 @@ from mast_otel.store.clickhouse import open_store, span_columns
 from mast_otel.store.schema import TRACES
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+
+def export_call(channel: grpc.Channel) -> grpc.UnaryUnaryMultiCallable:
+    """OTLP/gRPC trace Export on `channel`, taking request bodies already serialized."""
+    return channel.unary_unary(
+        EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
+    )
+
+
 WORDS = ("pod", "latency", "error", "rollout", "memory", "restart", "upstream", "timeout", "node", "cpu")
 
 
@@ -120,9 +129,7 @@ def measure_e2e(requests: list[bytes], data_dir: Path, database: str, senders: i
     )
     with Collector(config) as collector:
         channel = grpc.insecure_channel(f"127.0.0.1:{collector.grpc_port}")
-        export = channel.unary_unary(
-            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
-        )
+        export = export_call(channel)
         lock = threading.Lock()
         pending = list(reversed(requests))
 

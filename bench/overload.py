@@ -30,15 +30,13 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import generate_requests
+from ingest import export_call, generate_requests
 
 from mast_otel.collector.process import CollectorProcess
 
-EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 RETRYABLE = {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.UNAVAILABLE}
 
 
@@ -79,9 +77,7 @@ def drive(
 
     def sender() -> None:
         channel = grpc.insecure_channel(collector.grpc_target)
-        export = channel.unary_unary(
-            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
-        )
+        export = export_call(channel)
         sent = 0
         while time.monotonic() < stop_at:
             body, spans = exports.take()

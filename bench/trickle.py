@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -25,38 +24,28 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest import generate_requests
-from overload import EXPORT, Exports
+from ingest import export_call, generate_requests
+from overload import Exports
 
 from mast_otel.collector.process import CollectorProcess
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, all threads."""
-    # Fields after the command name (which may hold spaces, hence the split on ")"): utime, stime.
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def core_share(pid: int, during: float, work: Any = None) -> float:
-    """CPU share of one core used by `pid` over `during` seconds (running `work(deadline)` meanwhile)."""
-    before, started = cpu_seconds(pid), time.monotonic()
+def core_share(collector: CollectorProcess, during: float, work: Any = None) -> float:
+    """CPU share of one core the collector used over `during` seconds (running `work(deadline)`)."""
+    before, started = collector.cpu_seconds(), time.monotonic()
     if work is None:
         time.sleep(during)
     else:
         work(started + during)
-    return (cpu_seconds(pid) - before) / (time.monotonic() - started)
+    return (collector.cpu_seconds() - before) / (time.monotonic() - started)
 
 
 def trickle(collector: CollectorProcess, exports: Exports, rate: float) -> Any:
     def send_until(deadline: float) -> None:
         channel = grpc.insecure_channel(collector.grpc_target)
-        export = channel.unary_unary(
-            EXPORT, request_serializer=None, response_deserializer=ExportTraceServiceResponse.FromString
-        )
+        export = export_call(channel)
         started, sent = time.monotonic(), 0
         while time.monotonic() < deadline:
             body, spans = exports.take()
@@ -75,8 +64,8 @@ def measure(interval: float, args: argparse.Namespace, exports: Exports) -> dict
         collector = CollectorProcess(Path(tmp) / "data", "--config", str(config))
         try:
             time.sleep(args.settle)  # start-up work (schema, first merges) is not what is measured
-            idle = core_share(collector.process.pid, args.idle_seconds)
-            busy = core_share(collector.process.pid, args.seconds, trickle(collector, exports, args.rate))
+            idle = core_share(collector, args.idle_seconds)
+            busy = core_share(collector, args.seconds, trickle(collector, exports, args.rate))
         finally:
             collector.terminate()
     return {

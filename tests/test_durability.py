@@ -130,6 +130,7 @@ def test_sigkill_then_restart_keeps_every_acknowledged_span_once(tmp_path: Path,
             spans = run(n)
             send(first.grpc_target, spans)
             acked.extend(spans)
+        assert first.cpu_seconds() > 0  # read from /proc by bench/trickle.py: the parse must hold
     finally:
         first.kill()  # SIGKILL: no flush, no goodbye
     second = CollectorProcess(data, "--grace", "0.05")

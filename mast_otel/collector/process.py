@@ -86,6 +86,12 @@ class CollectorProcess:
                 return int(line.split()[1])
         return 0
 
+    def cpu_seconds(self) -> float:
+        """The child's CPU time so far (user + system, all threads), from /proc."""
+        # After the command name, which may hold spaces and ")": field 14 (utime) and 15 (stime).
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def terminate(self, timeout_s: float = 300.0) -> int:
         """SIGTERM: the collector flushes what it accepted; returns its exit code."""
         self.process.send_signal(signal.SIGTERM)
